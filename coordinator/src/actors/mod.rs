@@ -1,0 +1,3 @@
+//! The coordinator's actors, one per file with its messages beside it.
+
+pub mod topic_counter;

@@ -1,0 +1,60 @@
+//! The coordinator's HTTP API: routes, shared state and request limits.
+//!
+//! Topic names hold `/` (`breaking/uk`), so every path that ends in a topic
+//! matches the rest of the path (`{topic:.+}`).
+
+pub mod openapi;
+pub mod registrations;
+pub mod topics;
+
+use std::time::Duration;
+
+use actix::Addr;
+use actix_web::{HttpRequest, HttpResponse, web};
+use clarion_runtime::PgPool;
+use clarion_runtime::health;
+
+use crate::actors::topic_counter::TopicCounter;
+use crate::error::ApiError;
+
+/// Largest JSON body a registration request may have: 100 topics of 128
+/// bytes plus the token fit in well under this.
+pub const REGISTRATION_BODY_LIMIT: usize = 32 * 1024;
+
+/// What the handlers share.
+pub struct AppState {
+    pub pool: PgPool,
+    pub topic_counter: Addr<TopicCounter>,
+    pub max_topics_per_device: u32,
+    pub topic_count_max_age: Duration,
+}
+
+/// Registers every route of the API on an actix-web app.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.configure(health::configure)
+        .app_data(
+            web::JsonConfig::default()
+                .limit(REGISTRATION_BODY_LIMIT)
+                .error_handler(|err, _req| ApiError::from_json_error(&err).into()),
+        )
+        .app_data(
+            web::PathConfig::default()
+                .error_handler(|err, _req| ApiError::Invalid(format!("invalid path: {err}")).into()),
+        )
+        .service(openapi::openapi_json)
+        .service(registrations::put_registration)
+        .service(registrations::get_registration)
+        .service(registrations::delete_registration)
+        .service(registrations::put_topic)
+        .service(registrations::delete_topic)
+        .service(topics::get_topic)
+        .default_service(web::to(not_found));
+}
+
+async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    Err(ApiError::NotFound(format!(
+        "no endpoint {} {}",
+        req.method(),
+        req.path()
+    )))
+}

@@ -1,0 +1,66 @@
+//! The OpenAPI 3 document, generated from the handlers' annotations and
+//! served at `/api/v1/openapi.json`. Every endpoint must be listed here.
+
+use std::sync::LazyLock;
+
+use actix_web::{HttpResponse, get};
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use super::{registrations, topics};
+use crate::error::Problem;
+use clarion_runtime::health;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Clarion",
+        description = "Breaking-news push notifications to millions of devices through APNs and FCM. \
+                       Every endpoint but /healthz, /readyz and this document needs \
+                       `Authorization: Bearer <key>` with the scope named in its description."
+    ),
+    paths(
+        health::healthz,
+        health::readyz,
+        openapi_json,
+        registrations::put_registration,
+        registrations::get_registration,
+        registrations::delete_registration,
+        registrations::put_topic,
+        registrations::delete_topic,
+        topics::get_topic,
+    ),
+    components(schemas(Problem)),
+    modifiers(&BearerKey),
+    tags(
+        (name = "registrations", description = "Devices and the topics they follow (scope `register`)"),
+        (name = "topics", description = "Topic sizes (scope `send` or `admin`)"),
+        (name = "health", description = "Liveness and readiness (open)"),
+        (name = "meta", description = "This document (open)"),
+    )
+)]
+pub struct ApiDoc;
+
+struct BearerKey;
+
+impl Modify for BearerKey {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme("api_key", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+    }
+}
+
+static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
+    ApiDoc::openapi()
+        .to_json()
+        .unwrap_or_else(|err| format!(r#"{{"error":"{err}"}}"#))
+});
+
+/// This OpenAPI document.
+#[utoipa::path(tag = "meta", responses((status = 200, description = "OpenAPI 3 document", content_type = "application/json")))]
+#[get("/api/v1/openapi.json")]
+pub async fn openapi_json() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(DOCUMENT.as_str())
+}

@@ -1,0 +1,270 @@
+//! Device registrations: the apps tell Clarion which topics a token follows.
+
+use std::collections::HashSet;
+
+use actix_web::{HttpResponse, delete, get, put, web};
+use chrono::{DateTime, Utc};
+use clarion_proto::platform::{canonical_token, is_plausible_token, normalize_token, token_prefix};
+use clarion_proto::{ApnsEnvironment, Platform, validate_topic};
+use serde::{Deserialize, Serialize};
+use tracing::debug;
+use utoipa::ToSchema;
+
+use super::AppState;
+use crate::auth::{Caller, Scope};
+use crate::error::{ApiError, Problem};
+use crate::store::registrations::{self as store, StoreError, StoredRegistration};
+
+/// The topics a device follows, replacing whatever it followed before.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegistrationRequest {
+    /// `ios` or `android`.
+    #[schema(example = "ios")]
+    pub platform: String,
+    /// One to `CLARION_MAX_TOPICS_PER_DEVICE` topic names.
+    #[schema(example = json!(["breaking/uk", "sport/football"]))]
+    pub topics: Vec<String>,
+    /// iOS only: `production` (default) or `sandbox` for development builds.
+    #[serde(default)]
+    #[schema(example = "production")]
+    pub environment: Option<String>,
+}
+
+/// A registration as stored.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Registration {
+    pub token: String,
+    #[schema(value_type = String, example = "ios")]
+    pub platform: Platform,
+    /// APNs environment (iOS only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, example = "production")]
+    pub environment: Option<ApnsEnvironment>,
+    /// Sorted topic names.
+    pub topics: Vec<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<StoredRegistration> for Registration {
+    fn from(stored: StoredRegistration) -> Self {
+        Self {
+            environment: (stored.platform == Platform::Ios).then_some(stored.environment),
+            token: stored.token,
+            platform: stored.platform,
+            topics: stored.topics,
+            created_at: stored.created_at,
+            updated_at: stored.updated_at,
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Db(err) => err.into(),
+            StoreError::UnknownToken => ApiError::NotFound(
+                "this token is not registered; register it first with PUT /api/v1/registrations/{token}"
+                    .into(),
+            ),
+            StoreError::TooManyTopics { limit } => {
+                ApiError::Invalid(format!("a device may follow at most {limit} topics"))
+            }
+            StoreError::Corrupt(detail) => ApiError::Internal(detail),
+        }
+    }
+}
+
+/// Register a device, or replace the topics it follows.
+#[utoipa::path(
+    tag = "registrations",
+    security(("api_key" = [])),
+    params(("token" = String, Path, description = "APNs device token (64 hex) or FCM registration token")),
+    request_body = RegistrationRequest,
+    responses(
+        (status = 200, description = "The stored registration", body = Registration),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No or unknown API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The key lacks the `register` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Unknown platform, implausible token, bad topics", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[put("/api/v1/registrations/{token}")]
+pub async fn put_registration(
+    caller: Caller,
+    state: web::Data<AppState>,
+    token: web::Path<String>,
+    body: web::Json<RegistrationRequest>,
+) -> Result<HttpResponse, ApiError> {
+    caller.require(Scope::Register)?;
+    let body = body.into_inner();
+    let platform: Platform = body.platform.parse().map_err(invalid)?;
+    let environment = match (platform, body.environment.as_deref()) {
+        (_, None) => ApnsEnvironment::Production,
+        (Platform::Ios, Some(name)) => name.parse().map_err(invalid)?,
+        (Platform::Android, Some(_)) => {
+            return Err(ApiError::Invalid(
+                "`environment` applies to iOS tokens only".into(),
+            ));
+        }
+    };
+    let token = normalize_token(platform, &token).map_err(invalid)?;
+    let topics = validated_topics(body.topics, state.max_topics_per_device)?;
+    let stored = store::replace(&state.pool, &token, platform, environment, &topics).await?;
+    debug!(token = %token_prefix(&token), %platform, topics = stored.topics.len(), "registered device");
+    Ok(HttpResponse::Ok().json(Registration::from(stored)))
+}
+
+/// The platform and topics of a registered device.
+#[utoipa::path(
+    tag = "registrations",
+    security(("api_key" = [])),
+    params(("token" = String, Path, description = "Device token")),
+    responses(
+        (status = 200, body = Registration),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Token not registered", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a plausible token", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[get("/api/v1/registrations/{token}")]
+pub async fn get_registration(
+    caller: Caller,
+    state: web::Data<AppState>,
+    token: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    caller.require(Scope::Register)?;
+    let token = lookup_token(&token)?;
+    let stored = store::get(&state.pool, &token)
+        .await?
+        .ok_or(StoreError::UnknownToken)?;
+    Ok(HttpResponse::Ok().json(Registration::from(stored)))
+}
+
+/// Forget a device (the app was uninstalled or the user opted out).
+#[utoipa::path(
+    tag = "registrations",
+    security(("api_key" = [])),
+    params(("token" = String, Path, description = "Device token")),
+    responses(
+        (status = 204, description = "Gone (also when it was not registered)"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a plausible token", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[delete("/api/v1/registrations/{token}")]
+pub async fn delete_registration(
+    caller: Caller,
+    state: web::Data<AppState>,
+    token: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    caller.require(Scope::Register)?;
+    let token = lookup_token(&token)?;
+    let topics = store::delete(&state.pool, &token).await?;
+    debug!(token = %token_prefix(&token), topics, "unregistered device");
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// Follow one more topic (the app's "bell" button).
+#[utoipa::path(
+    tag = "registrations",
+    security(("api_key" = [])),
+    params(
+        ("token" = String, Path, description = "Device token"),
+        ("topic" = String, Path, description = "Topic name; may contain `/`"),
+    ),
+    responses(
+        (status = 200, description = "The registration with the topic added", body = Registration),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Token not registered", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Bad topic, implausible token or too many topics", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[put("/api/v1/registrations/{token}/topics/{topic:.+}")]
+pub async fn put_topic(
+    caller: Caller,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    caller.require(Scope::Register)?;
+    let (token, topic) = path.into_inner();
+    let token = lookup_token(&token)?;
+    validate_topic(&topic).map_err(invalid)?;
+    let stored = store::add_topic(&state.pool, &token, &topic, state.max_topics_per_device).await?;
+    Ok(HttpResponse::Ok().json(Registration::from(stored)))
+}
+
+/// Stop following one topic.
+#[utoipa::path(
+    tag = "registrations",
+    security(("api_key" = [])),
+    params(
+        ("token" = String, Path, description = "Device token"),
+        ("topic" = String, Path, description = "Topic name; may contain `/`"),
+    ),
+    responses(
+        (status = 204, description = "No longer followed (also when it was not)"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Bad topic or implausible token", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[delete("/api/v1/registrations/{token}/topics/{topic:.+}")]
+pub async fn delete_topic(
+    caller: Caller,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    caller.require(Scope::Register)?;
+    let (token, topic) = path.into_inner();
+    let token = lookup_token(&token)?;
+    validate_topic(&topic).map_err(invalid)?;
+    store::remove_topic(&state.pool, &token, &topic).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// De-duplicates and checks a topic set.
+fn validated_topics(topics: Vec<String>, max: u32) -> Result<Vec<String>, ApiError> {
+    let mut seen = HashSet::with_capacity(topics.len());
+    let mut unique = Vec::with_capacity(topics.len());
+    for topic in topics {
+        validate_topic(&topic).map_err(invalid)?;
+        if seen.insert(topic.clone()) {
+            unique.push(topic);
+        }
+    }
+    if unique.is_empty() {
+        return Err(ApiError::Invalid(
+            "a registration needs at least one topic; DELETE the registration to follow nothing".into(),
+        ));
+    }
+    if unique.len() > max as usize {
+        return Err(ApiError::Invalid(format!(
+            "a device may follow at most {max} topics; got {}",
+            unique.len()
+        )));
+    }
+    Ok(unique)
+}
+
+/// A token from the path when its platform is not known.
+fn lookup_token(token: &str) -> Result<String, ApiError> {
+    if is_plausible_token(token) {
+        Ok(canonical_token(token))
+    } else {
+        Err(ApiError::Invalid(
+            "not a device token: expected 64 hex characters (iOS) or an FCM registration token (Android)"
+                .into(),
+        ))
+    }
+}
+
+fn invalid(err: impl std::fmt::Display) -> ApiError {
+    ApiError::Invalid(err.to_string())
+}

@@ -1,0 +1,95 @@
+//! The coordinator's settings: flags, `CLARION_*` environment variables and
+//! developer-machine defaults (`clarion-coordinator --help` lists them).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+use clarion_runtime::{BrokerSettings, DatabaseSettings, LogSettings};
+
+use crate::auth::ApiKeys;
+
+/// Key used when `CLARION_API_KEYS` is not set: fine on a laptop, never in
+/// production (the coordinator warns at start whenever it is accepted).
+pub const DEV_API_KEY: &str = "dev-admin-key";
+const DEV_API_KEYS: &str = "dev-admin-key=admin";
+
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "clarion-coordinator",
+    version,
+    args_override_self = true,
+    about = "Clarion coordinator: the HTTP API for registrations and notifications, \
+             shard planning, live progress and token cleanup"
+)]
+pub struct Settings {
+    /// Address the HTTP API (and /healthz, /readyz) listens on.
+    #[arg(
+        long = "http-addr",
+        env = "CLARION_HTTP_ADDR",
+        default_value = "127.0.0.1:8080"
+    )]
+    pub http_addr: SocketAddr,
+
+    /// HTTP worker threads (default: one per CPU core).
+    #[arg(long = "http-workers", env = "CLARION_HTTP_WORKERS")]
+    pub http_workers: Option<usize>,
+
+    /// API keys and their scopes, `key=scope+scope,...`; scopes are
+    /// `register`, `send` and `admin` (admin implies every scope).
+    #[arg(
+        long = "api-keys",
+        env = "CLARION_API_KEYS",
+        default_value = DEV_API_KEYS,
+        hide_env_values = true,
+        value_parser = ApiKeys::parse
+    )]
+    pub api_keys: ApiKeys,
+
+    /// Most topics one device may follow.
+    #[arg(
+        long = "max-topics-per-device",
+        env = "CLARION_MAX_TOPICS_PER_DEVICE",
+        default_value_t = 100,
+        value_parser = clap::value_parser!(u32).range(1..=10_000)
+    )]
+    pub max_topics_per_device: u32,
+
+    /// Oldest per-topic subscriber count the topics API may answer with, in seconds.
+    #[arg(
+        long = "topic-count-max-age-secs",
+        env = "CLARION_TOPIC_COUNT_MAX_AGE_SECS",
+        default_value_t = 10
+    )]
+    pub topic_count_max_age_secs: u64,
+
+    #[command(flatten)]
+    pub database: DatabaseSettings,
+
+    #[command(flatten)]
+    pub broker: BrokerSettings,
+
+    #[command(flatten)]
+    pub log: LogSettings,
+}
+
+impl Settings {
+    pub fn topic_count_max_age(&self) -> Duration {
+        Duration::from_secs(self.topic_count_max_age_secs)
+    }
+
+    /// True when the well-known development key is accepted.
+    pub fn accepts_dev_key(&self) -> bool {
+        self.api_keys.identify(DEV_API_KEY).is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        super::Settings::command().debug_assert();
+    }
+}

@@ -1,0 +1,162 @@
+//! Errors of the HTTP API, answered as `application/problem+json` (RFC 9457)
+//! with a stable `type` per kind, so clients and dashboards can branch on it.
+
+use actix_web::http::{StatusCode, header};
+use actix_web::{HttpResponse, ResponseError, error::JsonPayloadError};
+use clarion_runtime::db::DbError;
+use serde::Serialize;
+use tracing::error;
+use utoipa::ToSchema;
+
+use crate::auth::Scope;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    Unauthenticated(&'static str),
+    #[error("this API key lacks the `{}` scope", .0.as_str())]
+    Forbidden(Scope),
+    #[error("{0}")]
+    NotFound(String),
+    /// Well-formed JSON whose content breaks a rule.
+    #[error("{0}")]
+    Invalid(String),
+    /// A body that is not the JSON this endpoint takes.
+    #[error("{0}")]
+    Malformed(String),
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    #[error("{0}")]
+    Conflict(String),
+    /// A dependency (database, broker) is unavailable; retry later.
+    #[error("{0}")]
+    Unavailable(String),
+    /// A bug or an unexpected failure; the detail is logged, not returned.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// Fixed, low-cardinality label: the problem `type` suffix and a metric label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ApiError::Unauthenticated(_) => "unauthenticated",
+            ApiError::Forbidden(_) => "forbidden",
+            ApiError::NotFound(_) => "not-found",
+            ApiError::Invalid(_) => "invalid-request",
+            ApiError::Malformed(_) => "malformed-request",
+            ApiError::PayloadTooLarge(_) => "payload-too-large",
+            ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
+            ApiError::Conflict(_) => "conflict",
+            ApiError::Unavailable(_) => "unavailable",
+            ApiError::Internal(_) => "internal",
+        }
+    }
+
+    fn title(&self) -> &'static str {
+        match self {
+            ApiError::Unauthenticated(_) => "Authentication required",
+            ApiError::Forbidden(_) => "Not allowed for this key",
+            ApiError::NotFound(_) => "Not found",
+            ApiError::Invalid(_) => "Invalid request",
+            ApiError::Malformed(_) => "Malformed request body",
+            ApiError::PayloadTooLarge(_) => "Request body too large",
+            ApiError::UnsupportedMediaType(_) => "Unsupported media type",
+            ApiError::Conflict(_) => "Conflict",
+            ApiError::Unavailable(_) => "Service unavailable",
+            ApiError::Internal(_) => "Internal error",
+        }
+    }
+
+    /// Maps the JSON extractor's failures to the right 4xx.
+    pub fn from_json_error(err: &JsonPayloadError) -> Self {
+        match err {
+            JsonPayloadError::OverflowKnownLength { length, limit } => ApiError::PayloadTooLarge(format!(
+                "the body is {length} bytes; this endpoint takes at most {limit}"
+            )),
+            JsonPayloadError::Overflow { limit } => ApiError::PayloadTooLarge(format!(
+                "the body is larger than the {limit} bytes this endpoint takes"
+            )),
+            JsonPayloadError::ContentType => {
+                ApiError::UnsupportedMediaType("send the body as `Content-Type: application/json`".into())
+            }
+            JsonPayloadError::Deserialize(err) => ApiError::Malformed(format!("invalid JSON: {err}")),
+            other => ApiError::Malformed(format!("unreadable body: {other}")),
+        }
+    }
+}
+
+/// An RFC 9457 problem document.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Problem {
+    /// Stable identifier of the kind of problem, `urn:clarion:problem:<kind>`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub status: u16,
+    /// What is wrong with this request, in words.
+    pub detail: String,
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Malformed(_) => StatusCode::BAD_REQUEST,
+            ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let status = self.status_code();
+        let detail = match self {
+            ApiError::Internal(detail) => {
+                error!(error = %detail, "internal error answering a request");
+                "an unexpected error occurred; it has been logged".to_owned()
+            }
+            other => other.to_string(),
+        };
+        let problem = Problem {
+            kind: format!("urn:clarion:problem:{}", self.kind()),
+            title: self.title().to_owned(),
+            status: status.as_u16(),
+            detail,
+        };
+        let mut response = HttpResponse::build(status);
+        response.content_type("application/problem+json");
+        if matches!(self, ApiError::Unauthenticated(_)) {
+            response.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
+        }
+        if matches!(self, ApiError::Unavailable(_)) {
+            response.insert_header((header::RETRY_AFTER, "5"));
+        }
+        response.json(problem)
+    }
+}
+
+impl From<DbError> for ApiError {
+    fn from(err: DbError) -> Self {
+        match err {
+            DbError::Pool(err) => ApiError::Unavailable(format!("the database is unavailable: {err}")),
+            DbError::Query(err) if err.is_closed() => {
+                ApiError::Unavailable("the database connection was lost; retry".into())
+            }
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<tokio_postgres::Error> for ApiError {
+    fn from(err: tokio_postgres::Error) -> Self {
+        ApiError::from(DbError::Query(err))
+    }
+}

@@ -1,0 +1,124 @@
+//! Clarion's coordinator: the HTTP API for device registrations (and, as the
+//! pipeline grows, notifications), the topic counter, and the database schema.
+//!
+//! [`start`] builds the whole service; `main` and the integration tests both
+//! use it. It must run inside an actix `System`.
+
+pub mod actors;
+pub mod api;
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod migrations;
+pub mod store;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use actix::Actor;
+use actix_web::dev::ServerHandle;
+use actix_web::{App, HttpServer, web};
+use clarion_runtime::health::Readiness;
+use clarion_runtime::{BrokerLink, db};
+use tracing::{info, warn};
+
+use crate::actors::topic_counter::TopicCounter;
+use crate::api::AppState;
+pub use crate::config::Settings;
+use crate::migrations::MigrationError;
+
+/// How long start-up waits for PostgreSQL to accept connections.
+const DATABASE_STARTUP_PATIENCE: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Database(#[from] db::DbError),
+    #[error(transparent)]
+    Migrations(#[from] MigrationError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A running coordinator.
+pub struct Coordinator {
+    addr: SocketAddr,
+    server: ServerHandle,
+    serving: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Coordinator {
+    /// The address the HTTP API listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Resolves when the server stops (SIGTERM / SIGINT, or [`Coordinator::stop`]).
+    pub async fn wait(self) -> std::io::Result<()> {
+        match self.serving.await {
+            Ok(result) => result,
+            Err(err) => Err(std::io::Error::other(err)),
+        }
+    }
+
+    /// Stops accepting requests and finishes those in flight.
+    pub async fn stop(self) {
+        self.server.stop(true).await;
+        let _ = self.serving.await;
+    }
+}
+
+/// Migrates the database, starts the actors and the HTTP server.
+pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
+    if settings.accepts_dev_key() {
+        warn!(
+            "CLARION_API_KEYS is not set: the development key `dev-admin-key` is accepted; never run like this in production"
+        );
+    }
+    migrations::run_when_reachable(&settings.database.url, DATABASE_STARTUP_PATIENCE).await?;
+    let pool = db::pool(&settings.database, "clarion-coordinator")?;
+    let broker = BrokerLink::spawn(settings.broker.url.clone(), "clarion-coordinator".into());
+
+    let refresh_every = settings.topic_count_max_age() / 2;
+    let topic_counter = TopicCounter::new(pool.clone(), refresh_every).start();
+
+    let state = web::Data::new(AppState {
+        pool: pool.clone(),
+        topic_counter,
+        max_topics_per_device: settings.max_topics_per_device,
+        topic_count_max_age: settings.topic_count_max_age(),
+    });
+    let keys = web::Data::new(settings.api_keys.clone());
+    let readiness = web::Data::new(Readiness::new(Some(pool), Some(broker)));
+
+    let mut server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .app_data(keys.clone())
+            .app_data(readiness.clone())
+            .configure(api::configure)
+    });
+    if let Some(workers) = settings.http_workers {
+        server = server.workers(workers.max(1));
+    }
+    let server = server
+        .bind(settings.http_addr)
+        .map_err(|source| StartError::Bind {
+            addr: settings.http_addr,
+            source,
+        })?;
+    let addr = server.addrs().first().copied().unwrap_or(settings.http_addr);
+    let server = server.run();
+    let handle = server.handle();
+    let serving = actix_web::rt::spawn(server);
+    info!(%addr, "coordinator listening");
+    Ok(Coordinator {
+        addr,
+        server: handle,
+        serving,
+    })
+}

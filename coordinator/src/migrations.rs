@@ -1,0 +1,83 @@
+//! Versioned schema migrations (refinery, SQL files in `coordinator/migrations/`),
+//! applied at start-up.
+//!
+//! Several coordinator replicas may start at once: each takes a PostgreSQL
+//! advisory lock first, so exactly one applies the pending migrations and the
+//! others find nothing left to do.
+
+use std::time::{Duration, Instant};
+
+use clarion_runtime::backoff::Backoff;
+use tokio_postgres::NoTls;
+use tracing::{info, warn};
+
+mod embedded {
+    refinery::embed_migrations!("migrations");
+}
+
+/// Advisory lock key held while migrating ("Clarion" in ASCII).
+const MIGRATION_LOCK_KEY: i64 = 0x0043_6c61_7269_6f6e;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MigrationError {
+    #[error("cannot connect to PostgreSQL to migrate: {0}")]
+    Connect(#[source] tokio_postgres::Error),
+    #[error("cannot take the migration lock: {0}")]
+    Lock(#[source] tokio_postgres::Error),
+    #[error("migration failed: {0}")]
+    Apply(#[from] refinery::Error),
+}
+
+/// Applies every pending migration; returns the names of those applied.
+pub async fn run(database_url: &str) -> Result<Vec<String>, MigrationError> {
+    let (mut client, connection) = tokio_postgres::connect(database_url, NoTls)
+        .await
+        .map_err(MigrationError::Connect)?;
+    let driver = tokio::spawn(connection);
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_KEY])
+        .await
+        .map_err(MigrationError::Lock)?;
+    let report = embedded::migrations::runner().run_async(&mut client).await;
+    // Closing the session releases the lock even if the unlock fails.
+    let _ = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK_KEY])
+        .await;
+    drop(client);
+    let _ = driver.await;
+    let applied = report?
+        .applied_migrations()
+        .iter()
+        .map(|migration| migration.to_string())
+        .collect();
+    Ok(applied)
+}
+
+/// [`run`], retrying while PostgreSQL is unreachable for up to `patience`
+/// (a database that starts alongside the coordinator). Other failures are
+/// returned at once.
+pub async fn run_when_reachable(
+    database_url: &str,
+    patience: Duration,
+) -> Result<Vec<String>, MigrationError> {
+    let deadline = Instant::now() + patience;
+    let mut backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(5));
+    loop {
+        match run(database_url).await {
+            Err(MigrationError::Connect(err)) if Instant::now() < deadline => {
+                let delay = backoff.next_delay();
+                warn!(error = %err, retry_in_ms = delay.as_millis() as u64, "database not reachable yet");
+                tokio::time::sleep(delay).await;
+            }
+            Ok(applied) => {
+                if applied.is_empty() {
+                    info!("database schema is up to date");
+                } else {
+                    info!(migrations = ?applied, "applied database migrations");
+                }
+                return Ok(applied);
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! SQL access to PostgreSQL, one module per table.
+
+pub mod registrations;
+pub mod topics;

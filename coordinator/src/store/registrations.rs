@@ -1,0 +1,197 @@
+//! The `registrations` table: which device token follows which topics.
+
+use chrono::{DateTime, Utc};
+use clarion_proto::{ApnsEnvironment, Platform, shard_of};
+use clarion_runtime::PgPool;
+use clarion_runtime::db::DbError;
+use tokio_postgres::Transaction;
+
+/// First key of the advisory lock that serialises writes to one token, so two
+/// concurrent re-registrations cannot interleave into a union of topic sets.
+const TOKEN_LOCK_CLASS: i32 = 0x436c_7201;
+
+/// A device and every topic it follows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredRegistration {
+    pub token: String,
+    pub platform: Platform,
+    pub environment: ApnsEnvironment,
+    /// Sorted.
+    pub topics: Vec<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error("token is not registered")]
+    UnknownToken,
+    #[error("the device already follows {limit} topics, the most allowed")]
+    TooManyTopics { limit: u32 },
+    #[error("unexpected value in the registrations table: {0}")]
+    Corrupt(String),
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(err: tokio_postgres::Error) -> Self {
+        StoreError::Db(DbError::Query(err))
+    }
+}
+
+/// Replaces the topic set of `token` (creating the registration if new) in
+/// one transaction, and returns what is stored.
+pub async fn replace(
+    pool: &PgPool,
+    token: &str,
+    platform: Platform,
+    environment: ApnsEnvironment,
+    topics: &[String],
+) -> Result<StoredRegistration, StoreError> {
+    let mut conn = pool.get().await.map_err(DbError::from)?;
+    let tx = conn.transaction().await?;
+    lock_token(&tx, token).await?;
+    tx.execute(
+        "DELETE FROM registrations WHERE token = $1 AND NOT (topic = ANY($2))",
+        &[&token, &topics],
+    )
+    .await?;
+    upsert(&tx, token, platform, environment, topics).await?;
+    let stored = read(&tx, token).await?.ok_or(StoreError::UnknownToken)?;
+    tx.commit().await?;
+    Ok(stored)
+}
+
+/// Adds one topic to an existing registration.
+pub async fn add_topic(
+    pool: &PgPool,
+    token: &str,
+    topic: &str,
+    max_topics: u32,
+) -> Result<StoredRegistration, StoreError> {
+    let mut conn = pool.get().await.map_err(DbError::from)?;
+    let tx = conn.transaction().await?;
+    lock_token(&tx, token).await?;
+    let current = read(&tx, token).await?.ok_or(StoreError::UnknownToken)?;
+    let is_new = !current.topics.iter().any(|t| t == topic);
+    if is_new && current.topics.len() >= max_topics as usize {
+        return Err(StoreError::TooManyTopics { limit: max_topics });
+    }
+    upsert(
+        &tx,
+        token,
+        current.platform,
+        current.environment,
+        &[topic.to_owned()],
+    )
+    .await?;
+    let stored = read(&tx, token).await?.ok_or(StoreError::UnknownToken)?;
+    tx.commit().await?;
+    Ok(stored)
+}
+
+/// Removes one topic; true when the device followed it.
+pub async fn remove_topic(pool: &PgPool, token: &str, topic: &str) -> Result<bool, StoreError> {
+    let conn = pool.get().await.map_err(DbError::from)?;
+    let shard = shard_of(token) as i16;
+    let removed = conn
+        .execute(
+            "DELETE FROM registrations WHERE topic = $1 AND shard = $2 AND token = $3",
+            &[&topic, &shard, &token],
+        )
+        .await?;
+    Ok(removed > 0)
+}
+
+/// The registration of `token`, if any.
+pub async fn get(pool: &PgPool, token: &str) -> Result<Option<StoredRegistration>, StoreError> {
+    let mut conn = pool.get().await.map_err(DbError::from)?;
+    // A read-only transaction gives `read` the same interface as the writers.
+    let tx = conn.build_transaction().read_only(true).start().await?;
+    let stored = read(&tx, token).await?;
+    tx.commit().await?;
+    Ok(stored)
+}
+
+/// Deletes every row of `token`; returns how many topics it followed.
+pub async fn delete(pool: &PgPool, token: &str) -> Result<u64, StoreError> {
+    let conn = pool.get().await.map_err(DbError::from)?;
+    Ok(conn
+        .execute("DELETE FROM registrations WHERE token = $1", &[&token])
+        .await?)
+}
+
+async fn lock_token(tx: &Transaction<'_>, token: &str) -> Result<(), tokio_postgres::Error> {
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+        &[&TOKEN_LOCK_CLASS, &token],
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Inserts the (token, topic) rows, refreshing platform, environment and
+/// `updated_at` of the rows that exist (`created_at` is kept).
+async fn upsert(
+    tx: &Transaction<'_>,
+    token: &str,
+    platform: Platform,
+    environment: ApnsEnvironment,
+    topics: &[String],
+) -> Result<(), tokio_postgres::Error> {
+    let shard = shard_of(token) as i16;
+    tx.execute(
+        "INSERT INTO registrations (topic, shard, token, platform, apns_environment)
+         SELECT topic, $2, $3, $4, $5 FROM unnest($1::text[]) AS topic
+         ON CONFLICT (topic, shard, token) DO UPDATE
+           SET platform = EXCLUDED.platform,
+               apns_environment = EXCLUDED.apns_environment,
+               updated_at = now()",
+        &[&topics, &shard, &token, &platform.as_str(), &environment.as_str()],
+    )
+    .await
+    .map(|_| ())
+}
+
+async fn read(tx: &Transaction<'_>, token: &str) -> Result<Option<StoredRegistration>, StoreError> {
+    let rows = tx
+        .query(
+            "SELECT topic, platform, apns_environment, created_at, updated_at
+               FROM registrations WHERE token = $1 ORDER BY topic",
+            &[&token],
+        )
+        .await?;
+    let Some(first) = rows.first() else {
+        return Ok(None);
+    };
+    let platform = parse_column::<Platform>(first.get("platform"))?;
+    let environment = parse_column::<ApnsEnvironment>(first.get("apns_environment"))?;
+    let created_at = rows
+        .iter()
+        .map(|row| row.get::<_, DateTime<Utc>>("created_at"))
+        .min();
+    let updated_at = rows
+        .iter()
+        .map(|row| row.get::<_, DateTime<Utc>>("updated_at"))
+        .max();
+    Ok(Some(StoredRegistration {
+        token: token.to_owned(),
+        platform,
+        environment,
+        topics: rows.iter().map(|row| row.get("topic")).collect(),
+        created_at: created_at.unwrap_or_default(),
+        updated_at: updated_at.unwrap_or_default(),
+    }))
+}
+
+/// The CHECK constraints keep these columns to known names; anything else
+/// means the database was changed behind Clarion's back.
+fn parse_column<T: std::str::FromStr>(value: &str) -> Result<T, StoreError>
+where
+    T::Err: std::fmt::Display,
+{
+    value
+        .parse::<T>()
+        .map_err(|err| StoreError::Corrupt(err.to_string()))
+}

@@ -1,0 +1,116 @@
+//! A coordinator started in-process on a free port with its own database.
+
+use clap::Parser;
+use clarion_coordinator::{Coordinator, Settings};
+use clarion_runtime::testing::{TestDatabase, broker_settings};
+use reqwest::{Client, Method, RequestBuilder, Response, StatusCode};
+use serde_json::{Value, json};
+
+pub const REGISTER_KEY: &str = "app-k3y";
+pub const SEND_KEY: &str = "desk-k3y";
+pub const ADMIN_KEY: &str = "ops-k3y";
+
+pub struct TestCoordinator {
+    pub base: String,
+    pub http: Client,
+    pub db: TestDatabase,
+    coordinator: Option<Coordinator>,
+}
+
+impl TestCoordinator {
+    pub async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    /// Starts with extra command-line flags.
+    pub async fn start_with(extra: &[&str]) -> Self {
+        let db = TestDatabase::create().await;
+        let broker = broker_settings();
+        let keys = format!("{REGISTER_KEY}=register,{SEND_KEY}=send,{ADMIN_KEY}=admin");
+        let mut args = vec![
+            "clarion-coordinator".to_owned(),
+            "--http-addr=127.0.0.1:0".into(),
+            "--http-workers=2".into(),
+            format!("--api-keys={keys}"),
+            format!("--database-url={}", db.url),
+            "--database-pool-size=8".into(),
+            format!("--amqp-url={}", broker.url),
+            format!("--amqp-namespace={}", broker.namespace),
+        ];
+        args.extend(extra.iter().map(|arg| arg.to_string()));
+        let settings = Settings::try_parse_from(args).expect("valid test settings");
+        let coordinator = clarion_coordinator::start(settings)
+            .await
+            .expect("coordinator starts");
+        Self {
+            base: format!("http://{}", coordinator.addr()),
+            http: Client::new(),
+            db,
+            coordinator: Some(coordinator),
+        }
+    }
+
+    pub fn request(&self, method: Method, path: &str, key: Option<&str>) -> RequestBuilder {
+        let request = self.http.request(method, format!("{}{path}", self.base));
+        match key {
+            Some(key) => request.bearer_auth(key),
+            None => request,
+        }
+    }
+
+    pub async fn put_registration(&self, token: &str, body: Value) -> Response {
+        self.request(
+            Method::PUT,
+            &format!("/api/v1/registrations/{token}"),
+            Some(REGISTER_KEY),
+        )
+        .json(&body)
+        .send()
+        .await
+        .expect("request sent")
+    }
+
+    pub async fn get(&self, path: &str, key: &str) -> Response {
+        self.request(Method::GET, path, Some(key))
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(coordinator) = self.coordinator.take() {
+            coordinator.stop().await;
+        }
+    }
+}
+
+/// A valid APNs token derived from `n`.
+pub fn ios_token(n: u64) -> String {
+    format!("{:016x}{:048x}", n, n.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
+/// A valid FCM token derived from `n`.
+pub fn android_token(n: u64) -> String {
+    format!("fcm{n:012}:APA91b{}", "Ab-_9".repeat(24))
+}
+
+pub fn registration(platform: &str, topics: &[&str]) -> Value {
+    json!({"platform": platform, "topics": topics})
+}
+
+/// Asserts an RFC 9457 problem answer and returns its body.
+pub async fn expect_problem(response: Response, status: StatusCode, kind: &str) -> Value {
+    assert_eq!(response.status(), status, "status");
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(content_type, "application/problem+json");
+    let body: Value = response.json().await.expect("problem body is JSON");
+    assert_eq!(body["type"], format!("urn:clarion:problem:{kind}"), "{body}");
+    assert_eq!(body["status"], status.as_u16());
+    assert!(body["detail"].as_str().is_some_and(|d| !d.is_empty()), "{body}");
+    body
+}

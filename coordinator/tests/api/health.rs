@@ -1,0 +1,98 @@
+//! Liveness, readiness and the OpenAPI document.
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+use crate::common::*;
+
+#[actix_web::test]
+async fn ready_once_the_database_and_the_broker_are_reachable() {
+    let app = TestCoordinator::start().await;
+    let mut last = Value::Null;
+    // The broker link connects in the background; give it a moment.
+    for _ in 0..50 {
+        let response = app.request(Method::GET, "/readyz", None).send().await.unwrap();
+        let status = response.status();
+        last = response.json().await.unwrap();
+        if status == StatusCode::OK {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(last["status"], "ready", "{last}");
+    let checks = last["checks"].as_array().unwrap();
+    let names: Vec<&str> = checks.iter().filter_map(|check| check["name"].as_str()).collect();
+    assert_eq!(names, vec!["database", "broker"]);
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn not_ready_when_the_database_is_gone() {
+    let app = TestCoordinator::start().await;
+    let admin = app.db.url.replace(&app.db.name, "postgres");
+    let (client, conn) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!("DROP DATABASE {} WITH (FORCE)", app.db.name))
+        .await
+        .unwrap();
+    let response = app.request(Method::GET, "/readyz", None).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["status"], "not_ready");
+    assert_eq!(body["checks"][0]["name"], "database");
+    assert_ne!(body["checks"][0]["status"], "ok");
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn the_openapi_document_lists_every_endpoint() {
+    let app = TestCoordinator::start().await;
+    let doc: Value = app
+        .request(Method::GET, "/api/v1/openapi.json", None)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    let expected = [
+        ("/healthz", "get"),
+        ("/readyz", "get"),
+        ("/api/v1/openapi.json", "get"),
+        ("/api/v1/registrations/{token}", "put"),
+        ("/api/v1/registrations/{token}", "get"),
+        ("/api/v1/registrations/{token}", "delete"),
+        ("/api/v1/registrations/{token}/topics/{topic}", "put"),
+        ("/api/v1/registrations/{token}/topics/{topic}", "delete"),
+        ("/api/v1/topics/{topic}", "get"),
+    ];
+    for (path, method) in expected {
+        assert!(
+            doc["paths"][path][method].is_object(),
+            "{method} {path} missing from {}",
+            doc["paths"]
+        );
+    }
+    let operations: usize = doc["paths"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|item| item.as_object().unwrap().len())
+        .sum();
+    assert_eq!(
+        operations,
+        expected.len(),
+        "undocumented or unexpected operations"
+    );
+    assert_eq!(
+        doc["components"]["securitySchemes"]["api_key"]["scheme"],
+        "bearer"
+    );
+    app.stop().await;
+}

@@ -1,0 +1,166 @@
+//! Every kind of bad input gets its 4xx and a problem body that says what is wrong.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+#[actix_web::test]
+async fn bad_registrations_are_refused_with_a_reason() {
+    let app = TestCoordinator::start().await;
+    let ios = ios_token(1);
+    let android = android_token(1);
+    let cases: Vec<(&str, String, Value, &str)> = vec![
+        (
+            "unknown platform",
+            ios.clone(),
+            json!({"platform": "windows", "topics": ["a"]}),
+            "windows",
+        ),
+        (
+            "short ios token",
+            "abc123".into(),
+            registration("ios", &["a"]),
+            "64 hexadecimal",
+        ),
+        (
+            "non-hex ios token",
+            "z".repeat(64),
+            registration("ios", &["a"]),
+            "hexadecimal",
+        ),
+        (
+            "ios token as android",
+            ios.clone(),
+            registration("android", &["a"]),
+            "Android",
+        ),
+        (
+            "android token as ios",
+            android.clone(),
+            registration("ios", &["a"]),
+            "iOS",
+        ),
+        (
+            "no topics",
+            ios.clone(),
+            registration("ios", &[]),
+            "at least one topic",
+        ),
+        ("empty topic", ios.clone(), registration("ios", &[""]), "empty"),
+        (
+            "doubled slash",
+            ios.clone(),
+            registration("ios", &["breaking//uk"]),
+            "empty segment",
+        ),
+        (
+            "space in topic",
+            ios.clone(),
+            registration("ios", &["breaking news"]),
+            "' '",
+        ),
+        (
+            "sandbox on android",
+            android.clone(),
+            json!({"platform": "android", "topics": ["a"], "environment": "sandbox"}),
+            "iOS tokens only",
+        ),
+        (
+            "unknown environment",
+            ios.clone(),
+            json!({"platform": "ios", "topics": ["a"], "environment": "staging"}),
+            "staging",
+        ),
+    ];
+    for (case, token, body, hint) in cases {
+        let response = app.put_registration(&token, body).await;
+        let problem = expect_problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid-request").await;
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(
+            detail.contains(hint),
+            "{case}: {detail:?} should mention {hint:?}"
+        );
+    }
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn too_many_topics_are_refused() {
+    let app = TestCoordinator::start().await;
+    let topics: Vec<String> = (0..101).map(|i| format!("topic/{i}")).collect();
+    let response = app
+        .put_registration(&ios_token(1), json!({"platform": "ios", "topics": topics}))
+        .await;
+    let problem = expect_problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid-request").await;
+    assert!(
+        problem["detail"].as_str().unwrap().contains("at most 100"),
+        "{problem}"
+    );
+    // Duplicates count once.
+    let topics: Vec<&str> = std::iter::repeat_n("same", 150).collect();
+    let response = app
+        .put_registration(&ios_token(1), json!({"platform": "ios", "topics": topics}))
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn malformed_bodies_are_400_oversized_413_and_non_json_415() {
+    let app = TestCoordinator::start().await;
+    let url = format!("{}/api/v1/registrations/{}", app.base, ios_token(1));
+    let send = |body: String, content_type: &'static str| {
+        app.http
+            .put(&url)
+            .bearer_auth(REGISTER_KEY)
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+    };
+
+    for (case, body) in [
+        ("not JSON", "{\"platform\": ".to_owned()),
+        (
+            "wrong type",
+            json!({"platform": "ios", "topics": "a"}).to_string(),
+        ),
+        ("missing field", json!({"platform": "ios"}).to_string()),
+        (
+            "unknown field",
+            json!({"platform": "ios", "topics": ["a"], "topic": "b"}).to_string(),
+        ),
+    ] {
+        let response = send(body, "application/json").await.unwrap();
+        let problem = expect_problem(response, StatusCode::BAD_REQUEST, "malformed-request").await;
+        assert!(
+            problem["detail"].as_str().unwrap().contains("JSON"),
+            "{case}: {problem}"
+        );
+    }
+
+    let huge = json!({"platform": "ios", "topics": ["a"], "pad": "x".repeat(64 * 1024)}).to_string();
+    let response = send(huge, "application/json").await.unwrap();
+    expect_problem(response, StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large").await;
+
+    let response = send("platform=ios".into(), "application/x-www-form-urlencoded")
+        .await
+        .unwrap();
+    expect_problem(
+        response,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported-media-type",
+    )
+    .await;
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn implausible_tokens_in_lookups_and_unknown_paths_are_explained() {
+    let app = TestCoordinator::start().await;
+    let response = app.get("/api/v1/registrations/not-a-token", REGISTER_KEY).await;
+    expect_problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid-request").await;
+    let response = app.get("/api/v1/nothing-here", ADMIN_KEY).await;
+    expect_problem(response, StatusCode::NOT_FOUND, "not-found").await;
+    app.stop().await;
+}

@@ -1,0 +1,116 @@
+//! Clarion services started as child processes, stopped (SIGTERM, then
+//! SIGKILL) when dropped so an interrupted demo leaves nothing running.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// How long a service gets to stop after SIGTERM before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+pub struct ServiceProcess {
+    pub name: String,
+    pub log: PathBuf,
+    child: Option<Child>,
+}
+
+impl ServiceProcess {
+    /// Starts `binary` (a sibling of the running executable) with `env`,
+    /// writing its output to `log_dir/<name>.log`.
+    pub fn spawn(
+        name: &str,
+        binary: &str,
+        args: &[&str],
+        env: &[(&str, String)],
+        log_dir: &Path,
+    ) -> Result<Self> {
+        let path = sibling_binary(binary)?;
+        std::fs::create_dir_all(log_dir).with_context(|| format!("creating {}", log_dir.display()))?;
+        let log = log_dir.join(format!("{name}.log"));
+        let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let err = out.try_clone()?;
+        let child = Command::new(&path)
+            .args(args)
+            .envs(env.iter().map(|(key, value)| (*key, value.as_str())))
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .with_context(|| format!("starting {}", path.display()))?;
+        Ok(Self {
+            name: name.to_owned(),
+            log,
+            child: Some(child),
+        })
+    }
+
+    /// Fails (with the end of its log) if the process has exited.
+    pub fn ensure_running(&mut self) -> Result<()> {
+        if let Some(child) = self.child.as_mut()
+            && let Some(status) = child.try_wait()?
+        {
+            bail!(
+                "{} exited ({status}); last log lines:\n{}",
+                self.name,
+                self.log_tail(20)
+            );
+        }
+        Ok(())
+    }
+
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// SIGTERM, wait up to the grace period, then SIGKILL.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        if let Ok(pid) = i32::try_from(child.id()) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+        }
+        let deadline = Instant::now() + STOP_GRACE;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+impl Drop for ServiceProcess {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A binary built next to the running one (same cargo profile and target dir).
+fn sibling_binary(name: &str) -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("locating the running executable")?;
+    let dir = exe.parent().context("the executable has no directory")?;
+    let path = dir.join(name);
+    if !path.exists() {
+        bail!(
+            "{} not found; build it first (cargo build --release -p {name})",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// A free TCP port on 127.0.0.1 (free now; taken by whoever binds it next).
+pub fn free_port() -> Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}

@@ -1,0 +1,22 @@
+//! Clarion's wire contract, shared by the coordinator, the harvesters and the
+//! dispatchers: the messages that cross RabbitMQ, the names of exchanges,
+//! queues and headers, the token → shard hash, and the notification payload
+//! with its validation. Nothing in this crate performs I/O.
+
+pub mod codec;
+pub mod messages;
+pub mod names;
+pub mod payload;
+pub mod platform;
+pub mod shard;
+pub mod topic;
+
+pub use messages::{
+    BatchId, CleanupReason, DeliveryCounts, DeliveryReport, JobOutcome, JobReport, ShardJob, TokenBatch,
+    TokenCleanup, WireVersion,
+};
+pub use names::Names;
+pub use payload::{Notification, PayloadError, Priority};
+pub use platform::{ApnsEnvironment, Platform, TokenError};
+pub use shard::{SHARD_SPACE, ShardRange, shard_of};
+pub use topic::{TopicError, validate_topic};

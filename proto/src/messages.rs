@@ -1,0 +1,258 @@
+//! The messages that cross RabbitMQ. Each carries a [`WireVersion`] so a
+//! consumer refuses (and dead-letters) a message from a newer, incompatible
+//! producer instead of misreading it.
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::payload::Notification;
+use crate::platform::{ApnsEnvironment, Platform};
+use crate::shard::ShardRange;
+
+/// The wire format version this build writes and reads.
+pub const WIRE_VERSION: u16 = 1;
+
+/// The `v` field of every message; deserializes only from [`WIRE_VERSION`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "u16", into = "u16")]
+pub struct WireVersion(u16);
+
+impl WireVersion {
+    pub const CURRENT: WireVersion = WireVersion(WIRE_VERSION);
+}
+
+impl Default for WireVersion {
+    fn default() -> Self {
+        Self::CURRENT
+    }
+}
+
+impl TryFrom<u16> for WireVersion {
+    type Error = String;
+
+    fn try_from(v: u16) -> Result<Self, Self::Error> {
+        if v == WIRE_VERSION {
+            Ok(WireVersion(v))
+        } else {
+            Err(format!(
+                "wire version {v} is not supported by this build (it speaks {WIRE_VERSION})"
+            ))
+        }
+    }
+}
+
+impl From<WireVersion> for u16 {
+    fn from(v: WireVersion) -> Self {
+        v.0
+    }
+}
+
+/// Coordinator → harvester: harvest one contiguous shard range of one
+/// notification's audience (all of its topics).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardJob {
+    pub v: WireVersion,
+    pub notification_id: Uuid,
+    /// Position of this job in the plan, `0..jobs_planned`.
+    pub job_index: u32,
+    pub jobs_planned: u32,
+    pub shards: ShardRange,
+    /// When the send request arrived; timings and TTL count from here.
+    pub sent_at: DateTime<Utc>,
+    pub notification: Notification,
+}
+
+/// Deterministic identity of a token batch: the same job cut the same way
+/// yields the same ids, so a redelivered batch is recognised downstream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct BatchId {
+    pub notification_id: Uuid,
+    pub job_index: u32,
+    /// Position of the batch within its job (across platforms).
+    pub seq: u32,
+}
+
+impl fmt::Display for BatchId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}/{}", self.notification_id, self.job_index, self.seq)
+    }
+}
+
+/// Harvester → dispatcher: tokens of one platform and APNs environment, with
+/// the notification inline so dispatchers never touch the database.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenBatch {
+    pub v: WireVersion,
+    pub batch_id: BatchId,
+    pub platform: Platform,
+    /// Meaningful for iOS only; Android batches carry `production`.
+    #[serde(default)]
+    pub environment: ApnsEnvironment,
+    pub sent_at: DateTime<Utc>,
+    pub notification: Notification,
+    pub tokens: Vec<String>,
+}
+
+/// Harvester → coordinator: what one shard job produced.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobReport {
+    pub v: WireVersion,
+    pub notification_id: Uuid,
+    pub job_index: u32,
+    pub outcome: JobOutcome,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum JobOutcome {
+    /// Every batch of the job was confirmed by the broker.
+    Harvested { ios: u64, android: u64, batches: u32 },
+    /// The job was given up (delivery limit reached or unreadable).
+    Failed { reason: String },
+}
+
+/// Dispatcher → coordinator: what happened to one token batch.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryCounts {
+    /// Accepted by Apple / Google.
+    pub sent: u32,
+    /// Given up after retries (provider errors, connection failures).
+    pub failed: u32,
+    /// Refused as malformed or foreign (`BadDeviceToken`, `INVALID_ARGUMENT`, …).
+    pub invalid: u32,
+    /// Reported gone by the provider (APNs 410, FCM `UNREGISTERED`).
+    pub unregistered: u32,
+    /// Not sent because the notification's TTL had passed.
+    pub expired: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryReport {
+    pub v: WireVersion,
+    pub batch_id: BatchId,
+    pub platform: Platform,
+    pub counts: DeliveryCounts,
+    pub first_accept_at: Option<DateTime<Utc>>,
+    pub last_accept_at: Option<DateTime<Utc>>,
+}
+
+/// Why tokens are handed to cleanup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CleanupReason {
+    /// The provider says the app is gone from the device.
+    Unregistered,
+    /// The provider refused the token as malformed or foreign.
+    Invalid,
+}
+
+/// Dispatcher → coordinator: registrations to delete.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenCleanup {
+    pub v: WireVersion,
+    pub notification_id: Uuid,
+    pub platform: Platform,
+    pub reason: CleanupReason,
+    pub tokens: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{decode, encode};
+    use crate::payload::tests::sample;
+    use proptest::prelude::*;
+
+    fn batch_id() -> BatchId {
+        BatchId {
+            notification_id: Uuid::from_u128(7),
+            job_index: 3,
+            seq: 12,
+        }
+    }
+
+    #[test]
+    fn a_newer_wire_version_is_refused_with_a_clear_message() {
+        let mut value = serde_json::to_value(JobReport {
+            v: WireVersion::CURRENT,
+            notification_id: Uuid::nil(),
+            job_index: 0,
+            outcome: JobOutcome::Failed { reason: "x".into() },
+        })
+        .unwrap();
+        value["v"] = serde_json::json!(WIRE_VERSION + 1);
+        let err = decode::<JobReport>(&serde_json::to_vec(&value).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("not supported"), "{err}");
+    }
+
+    #[test]
+    fn batch_ids_print_as_path() {
+        assert_eq!(
+            batch_id().to_string(),
+            "00000000-0000-0000-0000-000000000007/3/12"
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn shard_jobs_round_trip(job_index in 0u32..500, start in 0u16..1000, len in 1u16..24, secs in 0i64..4_000_000_000) {
+            let job = ShardJob {
+                v: WireVersion::CURRENT,
+                notification_id: Uuid::from_u128(u128::from(job_index) << 64 | 5),
+                job_index,
+                jobs_planned: job_index + 1,
+                shards: ShardRange::new(start, start + len).unwrap(),
+                sent_at: DateTime::from_timestamp(secs, 0).unwrap(),
+                notification: sample(),
+            };
+            prop_assert_eq!(decode::<ShardJob>(&encode(&job).unwrap()).unwrap(), job);
+        }
+
+        #[test]
+        fn token_batches_round_trip(tokens in proptest::collection::vec("[0-9a-f]{64}", 0..50), ios in any::<bool>()) {
+            let batch = TokenBatch {
+                v: WireVersion::CURRENT,
+                batch_id: batch_id(),
+                platform: if ios { Platform::Ios } else { Platform::Android },
+                environment: ApnsEnvironment::Sandbox,
+                sent_at: DateTime::from_timestamp(1_700_000_000, 123_000_000).unwrap(),
+                notification: sample(),
+                tokens,
+            };
+            prop_assert_eq!(decode::<TokenBatch>(&encode(&batch).unwrap()).unwrap(), batch);
+        }
+
+        #[test]
+        fn reports_and_cleanups_round_trip(sent in any::<u32>(), invalid in any::<u32>(), harvested in any::<bool>()) {
+            let report = DeliveryReport {
+                v: WireVersion::CURRENT,
+                batch_id: batch_id(),
+                platform: Platform::Android,
+                counts: DeliveryCounts { sent, invalid, ..DeliveryCounts::default() },
+                first_accept_at: DateTime::from_timestamp(1_700_000_000, 0),
+                last_accept_at: None,
+            };
+            prop_assert_eq!(decode::<DeliveryReport>(&encode(&report).unwrap()).unwrap(), report);
+
+            let outcome = if harvested {
+                JobOutcome::Harvested { ios: u64::from(sent), android: u64::from(invalid), batches: 3 }
+            } else {
+                JobOutcome::Failed { reason: format!("attempt {sent}") }
+            };
+            let job = JobReport { v: WireVersion::CURRENT, notification_id: Uuid::nil(), job_index: sent, outcome };
+            prop_assert_eq!(decode::<JobReport>(&encode(&job).unwrap()).unwrap(), job);
+
+            let cleanup = TokenCleanup {
+                v: WireVersion::CURRENT,
+                notification_id: Uuid::nil(),
+                platform: Platform::Ios,
+                reason: if harvested { CleanupReason::Unregistered } else { CleanupReason::Invalid },
+                tokens: vec![format!("{sent:064x}")],
+            };
+            prop_assert_eq!(decode::<TokenCleanup>(&encode(&cleanup).unwrap()).unwrap(), cleanup);
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! The notification an editor sends, and its validation against the topic
+//! rules and the providers' payload limits (APNs 4096 bytes, FCM 4000 bytes).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::topic::{TopicError, validate_topic};
+
+/// Largest APNs payload Apple accepts for a regular alert, in bytes.
+pub const APNS_MAX_PAYLOAD_BYTES: usize = 4096;
+/// Largest FCM message payload (notification + data), in bytes.
+pub const FCM_MAX_PAYLOAD_BYTES: usize = 4000;
+/// Most topics one notification may target.
+pub const MAX_TOPICS_PER_NOTIFICATION: usize = 20;
+/// Longest time-to-live FCM accepts (four weeks); APNs takes the same bound.
+pub const MAX_TTL_SECONDS: u32 = 28 * 24 * 3600;
+/// Time-to-live when the sender names none: an hour-old alert is no longer news.
+pub const DEFAULT_TTL_SECONDS: u32 = 3600;
+/// Longest collapse key, in bytes (APNs' `apns-collapse-id` limit).
+pub const MAX_COLLAPSE_KEY_BYTES: usize = 64;
+/// Longest `link` or `image_url`, in bytes.
+pub const MAX_URL_BYTES: usize = 2048;
+
+/// Custom `data` keys that would collide with the providers' own fields or
+/// with the keys Clarion fills itself.
+const RESERVED_DATA_KEYS: [&str; 6] = ["aps", "link", "image_url", "from", "notification", "message_type"];
+const RESERVED_DATA_PREFIXES: [&str; 2] = ["google.", "gcm."];
+
+/// Delivery priority: `high` wakes the device now, `normal` lets the OS batch it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    #[default]
+    High,
+    Normal,
+}
+
+/// One breaking-news alert for one or more topics.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notification {
+    pub topics: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub body: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_url: Option<String>,
+    #[serde(default)]
+    pub priority: Priority,
+    #[serde(default = "default_ttl")]
+    pub ttl_seconds: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collapse_key: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub data: BTreeMap<String, String>,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+fn default_ttl() -> u32 {
+    DEFAULT_TTL_SECONDS
+}
+
+/// Why a notification was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PayloadError {
+    #[error("a notification needs at least one topic")]
+    NoTopics,
+    #[error("a notification targets at most {MAX_TOPICS_PER_NOTIFICATION} topics; got {0}")]
+    TooManyTopics(usize),
+    #[error(transparent)]
+    Topic(#[from] TopicError),
+    #[error("the body is empty; an alert needs text")]
+    EmptyBody,
+    #[error("{field} {reason}")]
+    Url { field: &'static str, reason: String },
+    #[error("ttl_seconds is {0}; the most the providers accept is {MAX_TTL_SECONDS} (28 days)")]
+    TtlTooLong(u32),
+    #[error("collapse_key is {0} bytes; the limit is {MAX_COLLAPSE_KEY_BYTES}")]
+    CollapseKeyTooLong(usize),
+    #[error("data key {0:?} is reserved by APNs, FCM or Clarion")]
+    ReservedDataKey(String),
+    #[error("data key is empty")]
+    EmptyDataKey,
+    #[error("the APNs payload would be {0} bytes; Apple accepts at most {APNS_MAX_PAYLOAD_BYTES}")]
+    ApnsTooLarge(usize),
+    #[error("the FCM payload would be {0} bytes; Google accepts at most {FCM_MAX_PAYLOAD_BYTES}")]
+    FcmTooLarge(usize),
+}
+
+impl Notification {
+    /// Checks every rule and returns the notification with its topics
+    /// de-duplicated (first occurrence kept), ready to be stored and sent.
+    pub fn validated(mut self) -> Result<Self, PayloadError> {
+        let mut seen = std::collections::HashSet::new();
+        self.topics.retain(|topic| seen.insert(topic.clone()));
+        if self.topics.is_empty() {
+            return Err(PayloadError::NoTopics);
+        }
+        if self.topics.len() > MAX_TOPICS_PER_NOTIFICATION {
+            return Err(PayloadError::TooManyTopics(self.topics.len()));
+        }
+        for topic in &self.topics {
+            validate_topic(topic)?;
+        }
+        if self.body.trim().is_empty() {
+            return Err(PayloadError::EmptyBody);
+        }
+        check_url("link", self.link.as_deref())?;
+        check_url("image_url", self.image_url.as_deref())?;
+        if self.ttl_seconds > MAX_TTL_SECONDS {
+            return Err(PayloadError::TtlTooLong(self.ttl_seconds));
+        }
+        if let Some(key) = &self.collapse_key
+            && key.len() > MAX_COLLAPSE_KEY_BYTES
+        {
+            return Err(PayloadError::CollapseKeyTooLong(key.len()));
+        }
+        for key in self.data.keys() {
+            check_data_key(key)?;
+        }
+        let apns = self.apns_payload_bytes();
+        if apns > APNS_MAX_PAYLOAD_BYTES {
+            return Err(PayloadError::ApnsTooLarge(apns));
+        }
+        let fcm = self.fcm_payload_bytes();
+        if fcm > FCM_MAX_PAYLOAD_BYTES {
+            return Err(PayloadError::FcmTooLarge(fcm));
+        }
+        Ok(self)
+    }
+
+    /// Size of the APNs JSON body the dispatcher sends for this notification:
+    /// `aps.alert` with title and body, `thread-id` from the collapse key,
+    /// `mutable-content` when an image is attached, then the custom keys.
+    pub fn apns_payload_bytes(&self) -> usize {
+        let mut alert = Map::new();
+        if let Some(title) = &self.title {
+            alert.insert("title".into(), json!(title));
+        }
+        alert.insert("body".into(), json!(self.body));
+        let mut aps = Map::new();
+        aps.insert("alert".into(), Value::Object(alert));
+        aps.insert("sound".into(), json!("default"));
+        if let Some(key) = &self.collapse_key {
+            aps.insert("thread-id".into(), json!(key));
+        }
+        if self.image_url.is_some() {
+            aps.insert("mutable-content".into(), json!(1));
+        }
+        let mut root = self.custom_keys();
+        root.insert("aps".into(), Value::Object(aps));
+        json_len(&Value::Object(root))
+    }
+
+    /// Size of the FCM `notification` and `data` objects the dispatcher sends.
+    pub fn fcm_payload_bytes(&self) -> usize {
+        let mut notification = Map::new();
+        if let Some(title) = &self.title {
+            notification.insert("title".into(), json!(title));
+        }
+        notification.insert("body".into(), json!(self.body));
+        if let Some(image) = &self.image_url {
+            notification.insert("image".into(), json!(image));
+        }
+        let root = json!({"notification": notification, "data": self.custom_keys()});
+        json_len(&root)
+    }
+
+    /// The custom key/value pairs delivered beside the alert on both
+    /// platforms: `data` plus `link` and `image_url` when present.
+    pub fn custom_keys(&self) -> Map<String, Value> {
+        let mut keys: Map<String, Value> = self
+            .data
+            .iter()
+            .map(|(key, value)| (key.clone(), json!(value)))
+            .collect();
+        if let Some(link) = &self.link {
+            keys.insert("link".into(), json!(link));
+        }
+        if let Some(image) = &self.image_url {
+            keys.insert("image_url".into(), json!(image));
+        }
+        keys
+    }
+}
+
+fn json_len(value: &Value) -> usize {
+    serde_json::to_vec(value)
+        .map(|bytes| bytes.len())
+        .unwrap_or(usize::MAX)
+}
+
+fn check_url(field: &'static str, value: Option<&str>) -> Result<(), PayloadError> {
+    let Some(value) = value else { return Ok(()) };
+    let fail = |reason: String| Err(PayloadError::Url { field, reason });
+    if value.len() > MAX_URL_BYTES {
+        return fail(format!("is {} bytes; the limit is {MAX_URL_BYTES}", value.len()));
+    }
+    match url::Url::parse(value) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") => Ok(()),
+        Ok(url) => fail(format!("must be an http(s) URL, not {}:", url.scheme())),
+        Err(err) => fail(format!("is not an absolute URL: {err}")),
+    }
+}
+
+fn check_data_key(key: &str) -> Result<(), PayloadError> {
+    if key.is_empty() {
+        return Err(PayloadError::EmptyDataKey);
+    }
+    let lower = key.to_ascii_lowercase();
+    let reserved = RESERVED_DATA_KEYS.contains(&lower.as_str())
+        || RESERVED_DATA_PREFIXES
+            .iter()
+            .any(|prefix| lower.starts_with(prefix));
+    if reserved {
+        return Err(PayloadError::ReservedDataKey(key.to_owned()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    pub(crate) fn sample() -> Notification {
+        Notification {
+            topics: vec!["breaking/uk".into(), "breaking/us".into()],
+            title: Some("Breaking".into()),
+            body: "Something happened".into(),
+            link: Some("https://news.example/story/1".into()),
+            image_url: Some("https://news.example/story/1.jpg".into()),
+            priority: Priority::High,
+            ttl_seconds: 3600,
+            collapse_key: Some("breaking".into()),
+            data: BTreeMap::from([("section".into(), "world".into())]),
+            dry_run: false,
+        }
+    }
+
+    #[test]
+    fn a_typical_alert_is_valid() {
+        assert_eq!(sample().validated(), Ok(sample()));
+    }
+
+    #[test]
+    fn defaults_fill_optional_fields() {
+        let parsed: Notification = serde_json::from_str(r#"{"topics":["breaking"],"body":"hi"}"#).unwrap();
+        assert_eq!(parsed.priority, Priority::High);
+        assert_eq!(parsed.ttl_seconds, DEFAULT_TTL_SECONDS);
+        assert!(!parsed.dry_run);
+        assert!(parsed.validated().is_ok());
+    }
+
+    #[test]
+    fn duplicate_topics_are_folded() {
+        let mut n = sample();
+        n.topics = vec!["a".into(), "b".into(), "a".into()];
+        assert_eq!(
+            n.validated().unwrap().topics,
+            vec!["a".to_string(), "b".to_string()]
+        );
+    }
+
+    #[test]
+    fn each_rule_has_its_error() {
+        type Case = (fn(&mut Notification), PayloadError);
+        let cases: Vec<Case> = vec![
+            (|n| n.topics.clear(), PayloadError::NoTopics),
+            (
+                |n| n.topics = (0..21).map(|i| format!("t{i}")).collect(),
+                PayloadError::TooManyTopics(21),
+            ),
+            (|n| n.body = "  ".into(), PayloadError::EmptyBody),
+            (
+                |n| n.ttl_seconds = MAX_TTL_SECONDS + 1,
+                PayloadError::TtlTooLong(MAX_TTL_SECONDS + 1),
+            ),
+            (
+                |n| n.collapse_key = Some("k".repeat(65)),
+                PayloadError::CollapseKeyTooLong(65),
+            ),
+            (
+                |n| {
+                    n.data.insert("google.x".into(), "1".into());
+                },
+                PayloadError::ReservedDataKey("google.x".into()),
+            ),
+            (
+                |n| {
+                    n.data.insert("aps".into(), "1".into());
+                },
+                PayloadError::ReservedDataKey("aps".into()),
+            ),
+        ];
+        for (mutate, expected) in cases {
+            let mut n = sample();
+            mutate(&mut n);
+            assert_eq!(n.validated(), Err(expected));
+        }
+    }
+
+    #[test]
+    fn bad_topics_and_urls_are_refused() {
+        let mut n = sample();
+        n.topics = vec!["breaking//uk".into()];
+        assert!(matches!(n.validated(), Err(PayloadError::Topic(_))));
+        let mut n = sample();
+        n.link = Some("javascript:alert(1)".into());
+        assert!(matches!(
+            n.validated(),
+            Err(PayloadError::Url { field: "link", .. })
+        ));
+        let mut n = sample();
+        n.image_url = Some("not a url".into());
+        assert!(matches!(
+            n.validated(),
+            Err(PayloadError::Url {
+                field: "image_url",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn fcm_limit_is_reached_before_apns_limit() {
+        let mut n = sample();
+        n.body = "x".repeat(3870);
+        let apns = n.apns_payload_bytes();
+        let fcm = n.fcm_payload_bytes();
+        assert!(apns <= APNS_MAX_PAYLOAD_BYTES, "apns {apns}");
+        assert_eq!(n.validated(), Err(PayloadError::FcmTooLarge(fcm)));
+    }
+
+    #[test]
+    fn oversized_bodies_are_refused() {
+        let mut n = sample();
+        n.body = "x".repeat(5000);
+        assert!(matches!(n.validated(), Err(PayloadError::ApnsTooLarge(_))));
+    }
+
+    proptest! {
+        #[test]
+        fn validation_agrees_with_the_size_estimates(body_len in 1usize..5000, data_len in 0usize..200) {
+            let mut n = sample();
+            n.body = "é".repeat(body_len / 2 + 1);
+            n.data.insert("blob".into(), "d".repeat(data_len));
+            let apns = n.apns_payload_bytes();
+            let fcm = n.fcm_payload_bytes();
+            let ok = n.validated().is_ok();
+            prop_assert_eq!(ok, apns <= APNS_MAX_PAYLOAD_BYTES && fcm <= FCM_MAX_PAYLOAD_BYTES);
+        }
+
+        #[test]
+        fn notifications_round_trip_through_json(
+            title in proptest::option::of(".{0,40}"),
+            body in ".{1,200}",
+            ttl in 0u32..=MAX_TTL_SECONDS,
+            dry_run in any::<bool>(),
+            data in proptest::collection::btree_map("[a-z]{1,8}", ".{0,20}", 0..5),
+        ) {
+            let n = Notification { title, body, ttl_seconds: ttl, dry_run, data, ..sample() };
+            let json = serde_json::to_string(&n).unwrap();
+            prop_assert_eq!(serde_json::from_str::<Notification>(&json).unwrap(), n);
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! Platforms, APNs environments, and what a plausible device token looks like
+//! on each platform.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// The delivery platform of a device: Apple (APNs) or Google (FCM).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Platform {
+    Ios,
+    Android,
+}
+
+impl Platform {
+    /// Every platform, in a fixed order.
+    pub const ALL: [Platform; 2] = [Platform::Ios, Platform::Android];
+
+    /// The lowercase name used in the API, in the database and as routing key.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Platform::Ios => "ios",
+            Platform::Android => "android",
+        }
+    }
+}
+
+impl fmt::Display for Platform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Platform {
+    type Err = TokenError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "ios" => Ok(Platform::Ios),
+            "android" => Ok(Platform::Android),
+            other => Err(TokenError::UnknownPlatform(other.to_owned())),
+        }
+    }
+}
+
+/// Which APNs environment an iOS token belongs to. Tokens from development
+/// builds only work against the sandbox; keeping them apart means a sandbox
+/// token can never be sent to (and rejected by) production.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApnsEnvironment {
+    #[default]
+    Production,
+    Sandbox,
+}
+
+impl ApnsEnvironment {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApnsEnvironment::Production => "production",
+            ApnsEnvironment::Sandbox => "sandbox",
+        }
+    }
+}
+
+impl fmt::Display for ApnsEnvironment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ApnsEnvironment {
+    type Err = TokenError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "production" => Ok(ApnsEnvironment::Production),
+            "sandbox" => Ok(ApnsEnvironment::Sandbox),
+            other => Err(TokenError::UnknownEnvironment(other.to_owned())),
+        }
+    }
+}
+
+/// Length of an APNs device token in hex characters (32 bytes).
+pub const APNS_TOKEN_HEX_LEN: usize = 64;
+/// Shortest FCM registration token accepted; real ones are ~150 characters.
+pub const FCM_TOKEN_MIN_LEN: usize = 100;
+/// Longest FCM registration token accepted.
+pub const FCM_TOKEN_MAX_LEN: usize = 4096;
+
+/// Why a token or platform was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    #[error("unknown platform {0:?}: expected \"ios\" or \"android\"")]
+    UnknownPlatform(String),
+    #[error("unknown APNs environment {0:?}: expected \"production\" or \"sandbox\"")]
+    UnknownEnvironment(String),
+    #[error("an iOS device token is {APNS_TOKEN_HEX_LEN} hexadecimal characters; got {0} characters")]
+    ApnsLength(usize),
+    #[error("an iOS device token is hexadecimal; found {0:?}")]
+    ApnsNotHex(char),
+    #[error(
+        "an Android (FCM) token is {FCM_TOKEN_MIN_LEN} to {FCM_TOKEN_MAX_LEN} characters; got {0} characters"
+    )]
+    FcmLength(usize),
+    #[error("an Android (FCM) token holds only letters, digits and '-', '_', ':', '.'; found {0:?}")]
+    FcmCharacter(char),
+}
+
+/// Checks that `token` is plausible for `platform` and returns its canonical
+/// form (APNs tokens are case-insensitive hex and are stored lowercase).
+pub fn normalize_token(platform: Platform, token: &str) -> Result<String, TokenError> {
+    match platform {
+        Platform::Ios => {
+            if token.len() != APNS_TOKEN_HEX_LEN {
+                return Err(TokenError::ApnsLength(token.chars().count()));
+            }
+            if let Some(bad) = token.chars().find(|c| !c.is_ascii_hexdigit()) {
+                return Err(TokenError::ApnsNotHex(bad));
+            }
+            Ok(token.to_ascii_lowercase())
+        }
+        Platform::Android => {
+            let len = token.chars().count();
+            if !(FCM_TOKEN_MIN_LEN..=FCM_TOKEN_MAX_LEN).contains(&len) {
+                return Err(TokenError::FcmLength(len));
+            }
+            if let Some(bad) = token.chars().find(|c| !is_fcm_token_char(*c)) {
+                return Err(TokenError::FcmCharacter(bad));
+            }
+            Ok(token.to_owned())
+        }
+    }
+}
+
+/// True when `token` is plausible for at least one platform; used where the
+/// platform is not known yet (looking a token up).
+pub fn is_plausible_token(token: &str) -> bool {
+    Platform::ALL
+        .iter()
+        .any(|platform| normalize_token(*platform, token).is_ok())
+}
+
+/// Canonical form of a token whose platform is not known: lowercase when it
+/// looks like an APNs token, unchanged otherwise.
+pub fn canonical_token(token: &str) -> String {
+    normalize_token(Platform::Ios, token).unwrap_or_else(|_| token.to_owned())
+}
+
+/// Enough of a token to tell devices apart in logs; never log a whole token.
+pub fn token_prefix(token: &str) -> &str {
+    let end = token.char_indices().nth(8).map_or(token.len(), |(i, _)| i);
+    &token[..end]
+}
+
+fn is_fcm_token_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':' | '.')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const APNS: &str = "0123456789abcdef0123456789ABCDEF0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn apns_tokens_are_lowercased_hex() {
+        let token = normalize_token(Platform::Ios, APNS).expect("valid token");
+        assert_eq!(token, APNS.to_ascii_lowercase());
+    }
+
+    #[test]
+    fn apns_tokens_of_wrong_length_or_alphabet_are_refused() {
+        assert_eq!(
+            normalize_token(Platform::Ios, "abc"),
+            Err(TokenError::ApnsLength(3))
+        );
+        let not_hex = APNS.replacen('0', "g", 1);
+        assert_eq!(
+            normalize_token(Platform::Ios, &not_hex),
+            Err(TokenError::ApnsNotHex('g'))
+        );
+    }
+
+    #[test]
+    fn fcm_tokens_need_length_and_url_safe_characters() {
+        let good = format!("dGVzdA:APA91b{}", "x_-".repeat(40));
+        assert_eq!(
+            normalize_token(Platform::Android, &good).as_deref(),
+            Ok(good.as_str())
+        );
+        assert_eq!(
+            normalize_token(Platform::Android, "short"),
+            Err(TokenError::FcmLength(5))
+        );
+        let spaced = format!("{} x", "a".repeat(120));
+        assert_eq!(
+            normalize_token(Platform::Android, &spaced),
+            Err(TokenError::FcmCharacter(' '))
+        );
+    }
+
+    #[test]
+    fn log_prefixes_are_short() {
+        assert_eq!(token_prefix(APNS), "01234567");
+        assert_eq!(token_prefix("abc"), "abc");
+        assert_eq!(token_prefix("ééééééééé"), "éééééééé");
+    }
+
+    #[test]
+    fn platforms_parse_and_print_the_same_names() {
+        for platform in Platform::ALL {
+            assert_eq!(platform.as_str().parse::<Platform>(), Ok(platform));
+        }
+        assert_eq!(
+            "windows".parse::<Platform>(),
+            Err(TokenError::UnknownPlatform("windows".into()))
+        );
+    }
+}

@@ -1,0 +1,18 @@
+//! Plumbing shared by the coordinator, the harvesters and the dispatchers:
+//! common settings, the bounded PostgreSQL pool, the self-healing broker
+//! link, the health endpoints and log set-up. Kept small on purpose: anything
+//! that belongs to one stage lives in that stage's crate.
+
+pub mod backoff;
+pub mod broker;
+pub mod db;
+pub mod health;
+pub mod settings;
+pub mod shutdown;
+pub mod telemetry;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use broker::BrokerLink;
+pub use db::PgPool;
+pub use settings::{BrokerSettings, DatabaseSettings, LogSettings};

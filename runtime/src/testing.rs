@@ -1,0 +1,121 @@
+//! Helpers for integration tests that talk to the machine's real PostgreSQL
+//! and RabbitMQ: a throw-away database per test and a unique AMQP namespace,
+//! so tests run in parallel without seeing each other's data.
+
+use tokio_postgres::NoTls;
+
+use crate::settings::{BrokerSettings, DatabaseSettings};
+
+/// URL of a database the tests may connect to in order to create others.
+pub const ADMIN_URL_VAR: &str = "CLARION_TEST_DATABASE_URL";
+pub const DEFAULT_ADMIN_URL: &str = "postgres://clarion:clarion@127.0.0.1:5432/postgres";
+/// URL of the broker the tests use.
+pub const AMQP_URL_VAR: &str = "CLARION_TEST_AMQP_URL";
+pub const DEFAULT_AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+
+/// A database created for one test and dropped when the value is dropped.
+pub struct TestDatabase {
+    pub url: String,
+    pub name: String,
+    admin_url: String,
+}
+
+impl TestDatabase {
+    /// Creates an empty database with a unique name. Panics with a hint when
+    /// PostgreSQL cannot be reached (run `./scripts/test` once to set it up).
+    pub async fn create() -> Self {
+        let admin_url = std::env::var(ADMIN_URL_VAR).unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_owned());
+        let name = format!("clarion_test_{}", uuid::Uuid::new_v4().simple());
+        let admin = admin_client(&admin_url).await;
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap_or_else(|err| panic!("cannot create test database {name}: {err}"));
+        let url = with_database(&admin_url, &name);
+        Self { url, name, admin_url }
+    }
+
+    pub fn settings(&self, pool_size: u32) -> DatabaseSettings {
+        DatabaseSettings {
+            url: self.url.clone(),
+            pool_size,
+            connect_timeout_secs: 5,
+        }
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let admin_url = self.admin_url.clone();
+        let name = self.name.clone();
+        // Drop runs outside any runtime guarantee: use a private one.
+        let dropper = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+            if let Ok(runtime) = runtime {
+                runtime.block_on(async {
+                    if let Ok((client, conn)) = tokio_postgres::connect(&admin_url, NoTls).await {
+                        tokio::spawn(conn);
+                        let _ = client
+                            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                            .await;
+                    }
+                });
+            }
+        });
+        let _ = dropper.join();
+    }
+}
+
+/// Broker settings with a namespace no other test uses.
+pub fn broker_settings() -> BrokerSettings {
+    BrokerSettings {
+        url: std::env::var(AMQP_URL_VAR).unwrap_or_else(|_| DEFAULT_AMQP_URL.to_owned()),
+        namespace: format!("test-{}", uuid::Uuid::new_v4().simple()),
+    }
+}
+
+async fn admin_client(url: &str) -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(url, NoTls).await.unwrap_or_else(|err| {
+        panic!(
+            "cannot reach PostgreSQL at {ADMIN_URL_VAR}={url}: {err}\n\
+             run ./scripts/test once (it creates the `clarion` role) or point {ADMIN_URL_VAR} at a role that may CREATE DATABASE"
+        )
+    });
+    tokio::spawn(conn);
+    client
+}
+
+/// `url` with its database name replaced by `name`.
+fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let authority_end = base.find("://").map_or(0, |i| i + 3);
+    let prefix = match base[authority_end..].find('/') {
+        Some(slash) => &base[..authority_end + slash],
+        None => base,
+    };
+    match query {
+        Some(query) => format!("{prefix}/{name}?{query}"),
+        None => format!("{prefix}/{name}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_database;
+
+    #[test]
+    fn database_name_is_replaced() {
+        assert_eq!(
+            with_database("postgres://u:p@h:5432/postgres", "x"),
+            "postgres://u:p@h:5432/x"
+        );
+        assert_eq!(
+            with_database("postgres://u@h/db?sslmode=disable", "x"),
+            "postgres://u@h/x?sslmode=disable"
+        );
+        assert_eq!(with_database("postgres://u@h", "x"), "postgres://u@h/x");
+    }
+}
