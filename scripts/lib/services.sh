@@ -81,13 +81,16 @@ start_rabbitmq() {
   if port_open "$AMQP_PORT"; then return; fi
   say "starting RabbitMQ"
   as_root rabbitmq-server -detached >/dev/null 2>&1 || true
-  as_root rabbitmqctl --timeout 120 await_startup >/dev/null
-  for _ in $(seq 60); do
-    port_open "$AMQP_PORT" && return
-    sleep 0.5
+  # The node registers with epmd a moment after -detached returns; until
+  # then await_startup fails at once, so retry it.
+  local deadline=$((SECONDS + 120))
+  until as_root rabbitmqctl -q await_startup >/dev/null 2>&1 && port_open "$AMQP_PORT"; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      echo "RabbitMQ did not start on 127.0.0.1:$AMQP_PORT; see /var/log/rabbitmq/" >&2
+      return 1
+    fi
+    sleep 1
   done
-  echo "RabbitMQ did not start on 127.0.0.1:$AMQP_PORT; see /var/log/rabbitmq/" >&2
-  return 1
 }
 
 # A role with a password works whatever the server's authentication method
