@@ -12,6 +12,7 @@ pub struct DatabaseSettings {
     /// PostgreSQL URL.
     #[arg(
         id = "database_url",
+        value_name = "URL",
         long = "database-url",
         env = "CLARION_DATABASE_URL",
         default_value = "postgres://clarion:clarion@127.0.0.1:5432/clarion",
@@ -50,6 +51,7 @@ pub struct BrokerSettings {
     /// RabbitMQ URL.
     #[arg(
         id = "amqp_url",
+        value_name = "URL",
         long = "amqp-url",
         env = "CLARION_AMQP_URL",
         default_value = "amqp://guest:guest@127.0.0.1:5672/%2f",
@@ -72,11 +74,17 @@ pub struct BrokerSettings {
 #[derive(Debug, Clone, Args)]
 pub struct LogSettings {
     /// Log line format.
-    #[arg(id = "log_format", long = "log-format", env = "CLARION_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    #[arg(id = "log_format", value_name = "FORMAT", long = "log-format", env = "CLARION_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub format: LogFormat,
 
     /// Log filter in `tracing` syntax, e.g. `info` or `info,clarion_coordinator=debug`.
-    #[arg(id = "log_filter", long = "log", env = "CLARION_LOG", default_value = "info")]
+    #[arg(
+        id = "log_filter",
+        value_name = "FILTER",
+        long = "log",
+        env = "CLARION_LOG",
+        default_value = "info"
+    )]
     pub filter: String,
 }
 
