@@ -63,6 +63,7 @@ pub struct BrokerSettings {
     /// share one broker.
     #[arg(
         id = "amqp_namespace",
+        value_name = "NAME",
         long = "amqp-namespace",
         env = "CLARION_AMQP_NAMESPACE",
         default_value = "clarion"
