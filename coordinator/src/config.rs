@@ -63,6 +63,25 @@ pub struct Settings {
     )]
     pub topic_count_max_age_secs: u64,
 
+    /// Tokens one shard job should cover: a notification's audience is cut
+    /// into about audience / this many jobs (at most 1024).
+    #[arg(
+        long = "tokens-per-job",
+        env = "CLARION_TOKENS_PER_JOB",
+        default_value_t = 10_000,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub tokens_per_job: u64,
+
+    /// Report messages the coordinator takes from the broker ahead of processing.
+    #[arg(
+        long = "reports-prefetch",
+        env = "CLARION_REPORTS_PREFETCH",
+        default_value_t = 64,
+        value_parser = clap::value_parser!(u16).range(1..)
+    )]
+    pub reports_prefetch: u16,
+
     #[command(flatten)]
     pub database: DatabaseSettings,
 

@@ -8,23 +8,32 @@ pub mod actors;
 pub mod api;
 pub mod auth;
 pub mod config;
+pub mod consumers;
 pub mod error;
 pub mod migrations;
+pub mod planning;
+pub mod sending;
 pub mod store;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use actix::Actor;
+use actix::{Actor, Addr};
 use actix_web::dev::ServerHandle;
 use actix_web::{App, HttpServer, web};
+use clarion_proto::Names;
+use clarion_runtime::consumer::{ConsumerSpec, QueueConsumer};
 use clarion_runtime::health::Readiness;
+use clarion_runtime::publisher::Publisher;
 use clarion_runtime::{BrokerLink, db};
 use tracing::{info, warn};
 
+use crate::actors::planner::Planner;
 use crate::actors::topic_counter::TopicCounter;
 use crate::api::AppState;
 pub use crate::config::Settings;
+use crate::consumers::dead_letters::DeadLetterHandler;
+use crate::consumers::reports::ReportHandler;
 use crate::migrations::MigrationError;
 
 /// How long start-up waits for PostgreSQL to accept connections.
@@ -49,6 +58,13 @@ pub struct Coordinator {
     addr: SocketAddr,
     server: ServerHandle,
     serving: tokio::task::JoinHandle<std::io::Result<()>>,
+    _consumers: Consumers,
+}
+
+/// The coordinator's queue consumers; they run while their addresses live.
+struct Consumers {
+    _reports: Vec<Addr<QueueConsumer<ReportHandler>>>,
+    _dead_letters: Vec<Addr<QueueConsumer<DeadLetterHandler>>>,
 }
 
 impl Coordinator {
@@ -83,12 +99,47 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
     let pool = db::pool(&settings.database, "clarion-coordinator")?;
     let broker = BrokerLink::spawn(settings.broker.url.clone(), "clarion-coordinator".into());
 
+    let names = Names::new(settings.broker.namespace.clone());
+
     let refresh_every = settings.topic_count_max_age() / 2;
     let topic_counter = TopicCounter::new(pool.clone(), refresh_every).start();
+    let publisher = Publisher::new(broker.clone(), names.clone());
+    let planner = Planner::new(
+        topic_counter.clone(),
+        publisher,
+        names.clone(),
+        settings.tokens_per_job,
+    )
+    .start();
+    let consumers = Consumers {
+        _reports: QueueConsumer::start_pool(
+            1,
+            broker.clone(),
+            names.clone(),
+            ConsumerSpec {
+                queue: names.reports_queue(),
+                prefetch: settings.reports_prefetch,
+                name: "coordinator-reports".into(),
+            },
+            ReportHandler { pool: pool.clone() },
+        ),
+        _dead_letters: QueueConsumer::start_pool(
+            1,
+            broker.clone(),
+            names.clone(),
+            ConsumerSpec {
+                queue: names.dead_letter_watch_queue(),
+                prefetch: 16,
+                name: "coordinator-dead-letters".into(),
+            },
+            DeadLetterHandler { pool: pool.clone() },
+        ),
+    };
 
     let state = web::Data::new(AppState {
         pool: pool.clone(),
         topic_counter,
+        planner,
         max_topics_per_device: settings.max_topics_per_device,
         topic_count_max_age: settings.topic_count_max_age(),
     });
@@ -120,5 +171,6 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         addr,
         server: handle,
         serving,
+        _consumers: consumers,
     })
 }

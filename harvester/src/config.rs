@@ -22,6 +22,51 @@ pub struct Settings {
     )]
     pub http_addr: SocketAddr,
 
+    /// Harvest actors in this process; each works on one shard job at a time.
+    #[arg(
+        long = "harvest-workers",
+        env = "CLARION_HARVEST_WORKERS",
+        default_value_t = 4,
+        value_parser = clap::value_parser!(u16).range(1..=256)
+    )]
+    pub workers: u16,
+
+    /// Shard jobs each harvest actor takes from the broker ahead of time.
+    #[arg(
+        long = "harvest-prefetch",
+        env = "CLARION_HARVEST_PREFETCH",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u16).range(1..=100)
+    )]
+    pub prefetch: u16,
+
+    /// Tokens per token batch (one dispatcher message).
+    #[arg(
+        long = "batch-size",
+        env = "CLARION_BATCH_SIZE",
+        default_value_t = 1000,
+        value_parser = clap::value_parser!(u32).range(1..=10_000)
+    )]
+    pub batch_size: u32,
+
+    /// Token batches of one job published but not yet confirmed at a time.
+    #[arg(
+        long = "harvest-publish-window",
+        env = "CLARION_HARVEST_PUBLISH_WINDOW",
+        default_value_t = 64,
+        value_parser = clap::value_parser!(u32).range(1..=10_000)
+    )]
+    pub publish_window: u32,
+
+    /// Pause before a failed job goes back to the queue, doubled with each
+    /// attempt (in milliseconds).
+    #[arg(
+        long = "harvest-retry-delay-ms",
+        env = "CLARION_HARVEST_RETRY_DELAY_MS",
+        default_value_t = 1000
+    )]
+    pub retry_delay_ms: u64,
+
     #[command(flatten)]
     pub database: DatabaseSettings,
 

@@ -1,14 +1,30 @@
-//! Clarion's harvester. Today it connects to PostgreSQL and RabbitMQ and
-//! reports its readiness; the shard-job consumer and harvest actors arrive
-//! with the send path.
+//! Clarion's harvester: a pool of harvest actors that claim shard jobs,
+//! stream their audience out of PostgreSQL through a bounded pool and
+//! publish per-platform token batches (see [`actors::harvest_worker`]).
+//!
+//! The actors, their database pool and their broker connection all live on
+//! one dedicated arbiter (thread); [`Harvester::kill`] stops it abruptly,
+//! which is what a crash looks like to PostgreSQL and RabbitMQ.
 
+pub mod actors;
+pub mod batching;
 pub mod config;
+pub mod harvest;
 
+use std::time::Duration;
+
+use actix::{Addr, Arbiter};
+use clarion_proto::Names;
+use clarion_runtime::consumer::{ConsumerSpec, QueueConsumer};
 use clarion_runtime::health::{HealthServer, Readiness};
-use clarion_runtime::{BrokerLink, db};
+use clarion_runtime::publisher::Publisher;
+use clarion_runtime::{BrokerLink, PgPool, db};
+use tokio::sync::oneshot;
 use tracing::info;
 
+use crate::actors::harvest_worker::HarvestWorker;
 pub use crate::config::Settings;
+use crate::harvest::HarvestContext;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -16,19 +32,82 @@ pub enum StartError {
     Database(#[from] db::DbError),
     #[error("cannot serve the health endpoints: {0}")]
     Http(#[from] std::io::Error),
+    #[error("the harvest arbiter did not start")]
+    Arbiter,
 }
 
 /// A running harvester.
 pub struct Harvester {
     pub health: HealthServer,
+    arbiter: Arbiter,
+    _workers: Vec<Addr<QueueConsumer<HarvestWorker>>>,
 }
 
-/// Opens the database pool and the broker link and serves the health
+impl Harvester {
+    /// Stops the harvest actors at once, dropping their broker connection
+    /// and database connections mid-job (unacked jobs return to the queue).
+    pub fn kill(&self) {
+        self.arbiter.stop();
+    }
+
+    /// Stops the process's work and its health endpoints.
+    pub async fn stop(self) {
+        self.kill();
+        self.health.stop().await;
+    }
+}
+
+type Parts = (PgPool, BrokerLink, Vec<Addr<QueueConsumer<HarvestWorker>>>);
+
+/// Starts the harvest actors on their own arbiter and serves the health
 /// endpoints. Must run inside an actix `System`.
 pub async fn start(settings: Settings) -> Result<Harvester, StartError> {
+    let arbiter = Arbiter::new();
+    let (tx, rx) = oneshot::channel::<Result<Parts, StartError>>();
+    let spawned = {
+        let settings = settings.clone();
+        arbiter.spawn(async move {
+            let _ = tx.send(start_workers(&settings));
+        })
+    };
+    if !spawned {
+        return Err(StartError::Arbiter);
+    }
+    let (pool, link, workers) = rx.await.map_err(|_| StartError::Arbiter)??;
+    let health = HealthServer::start(settings.http_addr, Readiness::new(Some(pool), Some(link)))?;
+    info!(
+        addr = %health.addr,
+        workers = settings.workers,
+        batch_size = settings.batch_size,
+        "harvester running"
+    );
+    Ok(Harvester {
+        health,
+        arbiter,
+        _workers: workers,
+    })
+}
+
+/// Runs on the harvest arbiter: everything the actors use is created there.
+fn start_workers(settings: &Settings) -> Result<Parts, StartError> {
     let pool = db::pool(&settings.database, "clarion-harvester")?;
-    let broker = BrokerLink::spawn(settings.broker.url.clone(), "clarion-harvester".into());
-    let health = HealthServer::start(settings.http_addr, Readiness::new(Some(pool), Some(broker)))?;
-    info!(addr = %health.addr, "harvester health endpoints listening");
-    Ok(Harvester { health })
+    let link = BrokerLink::spawn(settings.broker.url.clone(), "clarion-harvester".into());
+    let names = Names::new(settings.broker.namespace.clone());
+    let worker = HarvestWorker {
+        context: HarvestContext {
+            pool: pool.clone(),
+            publisher: Publisher::new(link.clone(), names.clone()),
+            names: names.clone(),
+            batch_size: settings.batch_size as usize,
+            publish_window: settings.publish_window as usize,
+        },
+        retry_delay: Duration::from_millis(settings.retry_delay_ms),
+    };
+    let spec = ConsumerSpec {
+        queue: names.harvest_queue(),
+        prefetch: settings.prefetch,
+        name: "harvester".into(),
+    };
+    let workers = QueueConsumer::start_pool(usize::from(settings.workers), link.clone(), names, spec, worker);
+    Ok((pool, link, workers))
 }

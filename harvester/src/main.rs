@@ -9,6 +9,6 @@ async fn main() -> anyhow::Result<()> {
     clarion_runtime::telemetry::init_logging(&settings.log).map_err(anyhow::Error::msg)?;
     let harvester = clarion_harvester::start(settings).await?;
     clarion_runtime::shutdown::signal().await;
-    harvester.health.stop().await;
+    harvester.stop().await;
     Ok(())
 }

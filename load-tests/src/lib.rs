@@ -5,3 +5,4 @@
 pub mod audience;
 pub mod demo;
 pub mod process;
+pub mod testkit;

@@ -10,6 +10,21 @@ use crate::platform::Platform;
 /// Namespace of a default installation.
 pub const DEFAULT_NAMESPACE: &str = "clarion";
 
+/// How many times a work queue hands out one message before giving up on it
+/// and dead-lettering it (RabbitMQ's `x-delivery-limit`, counted by the
+/// broker across nacks and consumer crashes alike). Part of each queue's
+/// declaration, so every service must use the same value: a constant.
+pub const DELIVERY_LIMIT: u32 = 5;
+
+/// Values of the [`headers::MESSAGE_TYPE`] header.
+pub mod message_types {
+    pub const SHARD_JOB: &str = "shard_job";
+    pub const TOKEN_BATCH: &str = "token_batch";
+    pub const JOB_REPORT: &str = "job_report";
+    pub const DELIVERY_REPORT: &str = "delivery_report";
+    pub const TOKEN_CLEANUP: &str = "token_cleanup";
+}
+
 /// Routing keys on the reports exchange.
 pub mod routing_keys {
     /// [`crate::JobReport`]s, harvester → coordinator.
@@ -111,6 +126,12 @@ impl Names {
     /// Where messages given up by `queue` are kept for inspection.
     pub fn dead_letter_queue(&self, queue: &str) -> String {
         format!("{queue}.dead")
+    }
+
+    /// Copies of dead-lettered shard jobs and token batches, read by the
+    /// coordinator so a notification's status says what was given up.
+    pub fn dead_letter_watch_queue(&self) -> String {
+        self.name("dead-letter.watch")
     }
 }
 

@@ -48,7 +48,7 @@ impl FromStr for Platform {
 /// Which APNs environment an iOS token belongs to. Tokens from development
 /// builds only work against the sandbox; keeping them apart means a sandbox
 /// token can never be sent to (and rejected by) production.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ApnsEnvironment {
     #[default]

@@ -5,13 +5,17 @@
 
 pub mod backoff;
 pub mod broker;
+pub mod consumer;
 pub mod db;
 pub mod health;
+pub mod message;
+pub mod publisher;
 pub mod settings;
 pub mod shutdown;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod topology;
 
 pub use broker::BrokerLink;
 pub use db::PgPool;

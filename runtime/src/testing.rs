@@ -48,30 +48,56 @@ impl Drop for TestDatabase {
     fn drop(&mut self) {
         let admin_url = self.admin_url.clone();
         let name = self.name.clone();
-        // Drop runs outside any runtime guarantee: use a private one.
-        let dropper = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
-            if let Ok(runtime) = runtime {
-                runtime.block_on(async {
-                    if let Ok((client, conn)) = tokio_postgres::connect(&admin_url, NoTls).await {
-                        tokio::spawn(conn);
-                        let _ = client
-                            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                            .await;
-                    }
-                });
+        run_outside(async move {
+            if let Ok((client, conn)) = tokio_postgres::connect(&admin_url, NoTls).await {
+                tokio::spawn(conn);
+                let _ = client
+                    .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .await;
             }
         });
-        let _ = dropper.join();
     }
 }
 
-/// Broker settings with a namespace no other test uses.
-pub fn broker_settings() -> BrokerSettings {
-    BrokerSettings {
-        url: std::env::var(AMQP_URL_VAR).unwrap_or_else(|_| DEFAULT_AMQP_URL.to_owned()),
-        namespace: format!("test-{}", uuid::Uuid::new_v4().simple()),
+/// An AMQP namespace no other test uses; its queues and exchanges are
+/// deleted when the value is dropped (even when the test panicked).
+pub struct TestNamespace {
+    pub settings: BrokerSettings,
+}
+
+impl TestNamespace {
+    pub fn new() -> Self {
+        Self {
+            settings: BrokerSettings {
+                url: std::env::var(AMQP_URL_VAR).unwrap_or_else(|_| DEFAULT_AMQP_URL.to_owned()),
+                namespace: format!("test-{}", uuid::Uuid::new_v4().simple()),
+            },
+        }
     }
+}
+
+impl Default for TestNamespace {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        let settings = self.settings.clone();
+        run_outside(async move { delete_namespace(&settings).await });
+    }
+}
+
+/// Runs a clean-up future to completion on a private runtime in its own
+/// thread: `Drop` may run inside or outside a runtime.
+fn run_outside(cleanup: impl std::future::Future<Output = ()> + Send + 'static) {
+    let worker = std::thread::spawn(move || {
+        if let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            runtime.block_on(cleanup);
+        }
+    });
+    let _ = worker.join();
 }
 
 async fn admin_client(url: &str) -> tokio_postgres::Client {
@@ -99,6 +125,18 @@ fn with_database(url: &str, name: &str) -> String {
     match query {
         Some(query) => format!("{prefix}/{name}?{query}"),
         None => format!("{prefix}/{name}"),
+    }
+}
+
+/// Deletes every queue and exchange of a namespace.
+async fn delete_namespace(settings: &BrokerSettings) {
+    let names = clarion_proto::Names::new(settings.namespace.clone());
+    let connection = lapin::Connection::connect(&settings.url, lapin::ConnectionProperties::default()).await;
+    if let Ok(connection) = connection {
+        if let Ok(channel) = connection.create_channel().await {
+            let _ = crate::topology::delete(&channel, &names).await;
+        }
+        let _ = connection.close(200, "test done".into()).await;
     }
 }
 

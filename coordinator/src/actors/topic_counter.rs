@@ -43,6 +43,15 @@ pub struct GetTopicCounts {
     pub max_age: Duration,
 }
 
+/// Whatever counts are cached for `topics`, of any age (`None` for a topic
+/// never counted); a lookup is started for each missing one. Never waits
+/// for the database: this is what notification planning uses.
+#[derive(Message)]
+#[rtype(result = "Vec<Option<TopicCounts>>")]
+pub struct PeekTopicCounts {
+    pub topics: Vec<String>,
+}
+
 struct CachedCounts {
     counts: TopicCounts,
     fetched_at: Instant,
@@ -159,5 +168,28 @@ impl Handler<GetTopicCounts> for TopicCounter {
             self.start_lookup(msg.topic, ctx);
         }
         Box::pin(async move { rx.await.unwrap_or(Err(CountError::Stopped)) })
+    }
+}
+
+impl Handler<PeekTopicCounts> for TopicCounter {
+    type Result = MessageResult<PeekTopicCounts>;
+
+    fn handle(&mut self, msg: PeekTopicCounts, ctx: &mut Self::Context) -> Self::Result {
+        let counts = msg
+            .topics
+            .into_iter()
+            .map(|topic| {
+                if let Some(entry) = self.cache.get_mut(&topic) {
+                    entry.last_asked = Instant::now();
+                    return Some(entry.counts);
+                }
+                if !self.in_flight.contains_key(&topic) {
+                    self.in_flight.insert(topic.clone(), Vec::new());
+                    self.start_lookup(topic, ctx);
+                }
+                None
+            })
+            .collect();
+        MessageResult(counts)
     }
 }

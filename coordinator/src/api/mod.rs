@@ -3,6 +3,7 @@
 //! Topic names hold `/` (`breaking/uk`), so every path that ends in a topic
 //! matches the rest of the path (`{topic:.+}`).
 
+pub mod notifications;
 pub mod openapi;
 pub mod registrations;
 pub mod topics;
@@ -14,17 +15,20 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use clarion_runtime::PgPool;
 use clarion_runtime::health;
 
+use crate::actors::planner::Planner;
 use crate::actors::topic_counter::TopicCounter;
 use crate::error::ApiError;
 
-/// Largest JSON body a registration request may have: 100 topics of 128
-/// bytes plus the token fit in well under this.
-pub const REGISTRATION_BODY_LIMIT: usize = 32 * 1024;
+/// Largest JSON body the API takes. A registration of 100 topics of 128
+/// bytes, or a notification at the providers' 4 KB payload limit with 20
+/// topics, fit well under it.
+pub const BODY_LIMIT: usize = 64 * 1024;
 
 /// What the handlers share.
 pub struct AppState {
     pub pool: PgPool,
     pub topic_counter: Addr<TopicCounter>,
+    pub planner: Addr<Planner>,
     pub max_topics_per_device: u32,
     pub topic_count_max_age: Duration,
 }
@@ -34,7 +38,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.configure(health::configure)
         .app_data(
             web::JsonConfig::default()
-                .limit(REGISTRATION_BODY_LIMIT)
+                .limit(BODY_LIMIT)
                 .error_handler(|err, _req| ApiError::from_json_error(&err).into()),
         )
         .app_data(
@@ -48,6 +52,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(registrations::put_topic)
         .service(registrations::delete_topic)
         .service(topics::get_topic)
+        .service(notifications::send_notification)
+        .service(notifications::get_notification)
         .default_service(web::to(not_found));
 }
 

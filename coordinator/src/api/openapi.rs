@@ -7,7 +7,7 @@ use actix_web::{HttpResponse, get};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{registrations, topics};
+use super::{notifications, registrations, topics};
 use crate::error::Problem;
 use clarion_runtime::health;
 
@@ -29,12 +29,15 @@ use clarion_runtime::health;
         registrations::put_topic,
         registrations::delete_topic,
         topics::get_topic,
+        notifications::send_notification,
+        notifications::get_notification,
     ),
     components(schemas(Problem)),
     modifiers(&BearerKey),
     tags(
         (name = "registrations", description = "Devices and the topics they follow (scope `register`)"),
         (name = "topics", description = "Topic sizes (scope `send` or `admin`)"),
+        (name = "notifications", description = "Sending alerts and following them (scope `send`)"),
         (name = "health", description = "Liveness and readiness (open)"),
         (name = "meta", description = "This document (open)"),
     )

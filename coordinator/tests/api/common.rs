@@ -2,7 +2,7 @@
 
 use clap::Parser;
 use clarion_coordinator::{Coordinator, Settings};
-use clarion_runtime::testing::{TestDatabase, broker_settings};
+use clarion_runtime::testing::{TestDatabase, TestNamespace};
 use reqwest::{Client, Method, RequestBuilder, Response, StatusCode};
 use serde_json::{Value, json};
 
@@ -15,6 +15,7 @@ pub struct TestCoordinator {
     pub http: Client,
     pub db: TestDatabase,
     coordinator: Option<Coordinator>,
+    _namespace: TestNamespace,
 }
 
 impl TestCoordinator {
@@ -25,7 +26,8 @@ impl TestCoordinator {
     /// Starts with extra command-line flags.
     pub async fn start_with(extra: &[&str]) -> Self {
         let db = TestDatabase::create().await;
-        let broker = broker_settings();
+        let namespace = TestNamespace::new();
+        let broker = namespace.settings.clone();
         let keys = format!("{REGISTER_KEY}=register,{SEND_KEY}=send,{ADMIN_KEY}=admin");
         let mut args = vec![
             "clarion-coordinator".to_owned(),
@@ -47,6 +49,7 @@ impl TestCoordinator {
             http: Client::new(),
             db,
             coordinator: Some(coordinator),
+            _namespace: namespace,
         }
     }
 

@@ -71,6 +71,8 @@ async fn the_openapi_document_lists_every_endpoint() {
         ("/api/v1/registrations/{token}/topics/{topic}", "put"),
         ("/api/v1/registrations/{token}/topics/{topic}", "delete"),
         ("/api/v1/topics/{topic}", "get"),
+        ("/api/v1/notifications", "post"),
+        ("/api/v1/notifications/{id}", "get"),
     ];
     for (path, method) in expected {
         assert!(

@@ -1,0 +1,142 @@
+//! The planner: turns an accepted notification into shard jobs on the
+//! harvest exchange, confirmed by the broker.
+//!
+//! Sizes come from the topic counter's cache (never a row count on the send
+//! path); a topic not counted yet still gets a safe plan. Each job is
+//! published with publisher confirms and re-sent if unconfirmed; if some are
+//! still unconfirmed after that, the send fails loudly and nothing is marked
+//! planned, so the same notification id can be sent again.
+
+use actix::prelude::*;
+use chrono::{DateTime, Utc};
+use clarion_proto::codec::encode;
+use clarion_proto::names::{message_types, routing_keys};
+use clarion_proto::{Names, Notification, ShardJob, WireVersion};
+use clarion_runtime::message::properties;
+use clarion_runtime::publisher::{Outgoing, PublishError, Publisher};
+use tracing::info;
+use uuid::Uuid;
+
+use crate::actors::topic_counter::{PeekTopicCounts, TopicCounter};
+use crate::planning::{AudienceEstimate, plan};
+
+/// Mailbox bound: one message per send request in flight; a newsroom sends
+/// a handful per minute, so 64 waiting sends means something is stuck.
+const MAILBOX_CAPACITY: usize = 64;
+/// Attempts to get every job of a plan confirmed.
+const PUBLISH_ATTEMPTS: u32 = 3;
+
+/// Plan `notification` and publish its jobs.
+#[derive(Message)]
+#[rtype(result = "Result<Plan, PlanError>")]
+pub struct PlanNotification {
+    pub id: Uuid,
+    pub notification: Notification,
+    pub sent_at: DateTime<Utc>,
+}
+
+/// The published plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    pub jobs: u32,
+    pub estimate: AudienceEstimate,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("the topic counter is unavailable")]
+    Counter,
+    #[error("shard job could not be encoded: {0}")]
+    Encode(String),
+    #[error("shard jobs were not confirmed by the broker: {0}")]
+    Publish(#[from] PublishError),
+}
+
+pub struct Planner {
+    topic_counter: Addr<TopicCounter>,
+    publisher: Publisher,
+    names: Names,
+    tokens_per_job: u64,
+}
+
+impl Planner {
+    pub fn new(
+        topic_counter: Addr<TopicCounter>,
+        publisher: Publisher,
+        names: Names,
+        tokens_per_job: u64,
+    ) -> Self {
+        Self {
+            topic_counter,
+            publisher,
+            names,
+            tokens_per_job,
+        }
+    }
+}
+
+impl Actor for Planner {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
+    }
+}
+
+impl Handler<PlanNotification> for Planner {
+    type Result = ResponseFuture<Result<Plan, PlanError>>;
+
+    fn handle(&mut self, msg: PlanNotification, _ctx: &mut Self::Context) -> Self::Result {
+        let topic_counter = self.topic_counter.clone();
+        let publisher = self.publisher.clone();
+        let exchange = self.names.harvest_exchange();
+        let tokens_per_job = self.tokens_per_job;
+        Box::pin(async move {
+            let counts = topic_counter
+                .send(PeekTopicCounts {
+                    topics: msg.notification.topics.clone(),
+                })
+                .await
+                .map_err(|_| PlanError::Counter)?;
+            let estimate = AudienceEstimate {
+                known: counts.iter().flatten().map(|c| c.total()).sum(),
+                unknown_topics: counts.iter().filter(|c| c.is_none()).count(),
+            };
+            let ranges = plan(estimate, tokens_per_job);
+            let jobs_planned = ranges.len() as u32;
+            let messages = ranges
+                .into_iter()
+                .enumerate()
+                .map(|(index, shards)| {
+                    let job = ShardJob {
+                        v: WireVersion::CURRENT,
+                        notification_id: msg.id,
+                        job_index: index as u32,
+                        jobs_planned,
+                        shards,
+                        sent_at: msg.sent_at,
+                        notification: msg.notification.clone(),
+                    };
+                    Ok(Outgoing {
+                        exchange: exchange.clone(),
+                        routing_key: routing_keys::SHARD_JOB.to_owned(),
+                        body: encode(&job).map_err(|err| PlanError::Encode(err.to_string()))?,
+                        properties: properties(message_types::SHARD_JOB, msg.id),
+                    })
+                })
+                .collect::<Result<Vec<_>, PlanError>>()?;
+            publisher.publish_all(&messages, PUBLISH_ATTEMPTS).await?;
+            info!(
+                notification.id = %msg.id,
+                jobs = jobs_planned,
+                estimated_audience = estimate.known,
+                unknown_topics = estimate.unknown_topics,
+                "shard jobs published"
+            );
+            Ok(Plan {
+                jobs: jobs_planned,
+                estimate,
+            })
+        })
+    }
+}

@@ -1,0 +1,240 @@
+//! Notifications: the newsroom sends an alert and follows its progress.
+
+use std::collections::BTreeMap;
+
+use actix_web::http::header::{self, ETAG, EntityTag, IfNoneMatch};
+use actix_web::{HttpRequest, HttpResponse, get, post, web};
+use chrono::{DateTime, Utc};
+use clarion_proto::{Notification, Priority};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::AppState;
+use crate::auth::{Caller, Scope};
+use crate::error::{ApiError, Problem};
+use crate::sending::{Accepted, accept};
+use crate::store::notifications::{self as store, StoredNotification};
+
+/// A breaking-news alert for one or more topics.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendRequest {
+    /// Idempotency key: the same id is sent at most once. Generated when absent.
+    pub id: Option<Uuid>,
+    /// 1 to 20 topics; a device following several gets one push.
+    #[schema(example = json!(["breaking/uk", "breaking/us"]))]
+    pub topics: Vec<String>,
+    #[schema(example = "Breaking")]
+    pub title: Option<String>,
+    #[schema(example = "Something happened")]
+    pub body: String,
+    /// Opened when the alert is tapped (http or https).
+    pub link: Option<String>,
+    /// Shown with the alert (http or https).
+    pub image_url: Option<String>,
+    /// `high` (default) or `normal`.
+    #[schema(value_type = Option<String>, example = "high")]
+    pub priority: Option<Priority>,
+    /// Seconds the providers keep trying to reach an offline device (default 3600, at most 28 days).
+    pub ttl_seconds: Option<u32>,
+    /// Alerts with the same key replace each other on the device.
+    pub collapse_key: Option<String>,
+    /// Custom key/value strings delivered with the alert.
+    #[serde(default)]
+    pub data: BTreeMap<String, String>,
+    /// Go through the whole pipeline without sending to Apple or Google.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+impl SendRequest {
+    fn into_notification(self) -> (Option<Uuid>, Notification) {
+        let notification = Notification {
+            topics: self.topics,
+            title: self.title,
+            body: self.body,
+            link: self.link,
+            image_url: self.image_url,
+            priority: self.priority.unwrap_or_default(),
+            ttl_seconds: self
+                .ttl_seconds
+                .unwrap_or(clarion_proto::payload::DEFAULT_TTL_SECONDS),
+            collapse_key: self.collapse_key,
+            data: self.data,
+            dry_run: self.dry_run,
+        };
+        (self.id, notification)
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Links {
+    #[serde(rename = "self")]
+    pub self_: String,
+}
+
+/// The answer to a send.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SendAccepted {
+    pub id: Uuid,
+    /// `harvesting` once the jobs are queued; for a replayed id, its current status.
+    #[schema(example = "harvesting")]
+    pub status: String,
+    pub links: Links,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobCounts {
+    pub planned: u32,
+    pub done: u32,
+    pub failed: u32,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Audience {
+    pub ios: u64,
+    pub android: u64,
+    pub total: u64,
+}
+
+/// Where a notification stands.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NotificationStatus {
+    pub id: Uuid,
+    /// `accepted`, `harvesting`, `dispatching`, `complete`, `failed` or `cancelled`.
+    #[schema(example = "dispatching")]
+    pub status: String,
+    /// W3C trace id of the send, when traced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    pub topics: Vec<String>,
+    pub dry_run: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub jobs: JobCounts,
+    /// Devices harvested so far, per platform.
+    pub audience: Audience,
+    pub links: Links,
+}
+
+impl From<StoredNotification> for NotificationStatus {
+    fn from(stored: StoredNotification) -> Self {
+        Self {
+            id: stored.id,
+            status: stored.status.as_str().to_owned(),
+            trace_id: stored.trace_id,
+            topics: stored.notification.topics,
+            dry_run: stored.notification.dry_run,
+            created_at: stored.created_at,
+            updated_at: stored.updated_at,
+            jobs: JobCounts {
+                planned: stored.jobs_planned,
+                done: stored.jobs_done,
+                failed: stored.jobs_failed,
+            },
+            audience: Audience {
+                ios: stored.audience_ios,
+                android: stored.audience_android,
+                total: stored.audience_ios + stored.audience_android,
+            },
+            links: self_link(stored.id),
+        }
+    }
+}
+
+fn self_link(id: Uuid) -> Links {
+    Links {
+        self_: format!("/api/v1/notifications/{id}"),
+    }
+}
+
+/// Send a notification to every device following its topics.
+#[utoipa::path(
+    tag = "notifications",
+    security(("api_key" = [])),
+    request_body = SendRequest,
+    responses(
+        (status = 202, description = "Accepted: the shard jobs are queued", body = SendAccepted),
+        (status = 200, description = "This id was sent before with the same content; nothing was sent again", body = SendAccepted),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The key lacks the `send` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "This id was sent before with other content", body = Problem, content_type = "application/problem+json"),
+        (status = 413, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Payload too large for APNs/FCM, bad topics, URLs, TTL or data keys", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Stored, but the jobs could not be queued; send the same id again", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[post("/api/v1/notifications")]
+pub async fn send_notification(
+    caller: Caller,
+    state: web::Data<AppState>,
+    body: web::Json<SendRequest>,
+) -> Result<HttpResponse, ApiError> {
+    caller.require(Scope::Send)?;
+    let (id, notification) = body.into_inner().into_notification();
+    let notification = notification
+        .validated()
+        .map_err(|err| ApiError::Invalid(err.to_string()))?;
+    let id = id.unwrap_or_else(Uuid::now_v7);
+    let accepted = accept(&state.pool, &state.planner, id, notification, &caller.key_id).await?;
+    let (mut response, status) = match accepted {
+        Accepted::New { status } => (HttpResponse::Accepted(), status),
+        Accepted::Replay { status } => (HttpResponse::Ok(), status),
+    };
+    let links = self_link(id);
+    response.insert_header((header::LOCATION, links.self_.clone()));
+    Ok(response.json(SendAccepted {
+        id,
+        status: status.as_str().to_owned(),
+        links,
+    }))
+}
+
+/// Where a notification stands: status, jobs, audience.
+///
+/// Answers `ETag`; send it back as `If-None-Match` to get a bodiless 304
+/// while nothing changed.
+#[utoipa::path(
+    tag = "notifications",
+    security(("api_key" = [])),
+    params(("id" = Uuid, Path, description = "Notification id")),
+    responses(
+        (status = 200, body = NotificationStatus, headers(("ETag" = String))),
+        (status = 304, description = "Unchanged since the ETag sent in If-None-Match"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a UUID", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[get("/api/v1/notifications/{id}")]
+pub async fn get_notification(
+    caller: Caller,
+    state: web::Data<AppState>,
+    id: web::Path<Uuid>,
+    request: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    caller.require(Scope::Send)?;
+    let id = id.into_inner();
+    let stored = store::get(&state.pool, id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no notification {id}")))?;
+    let body = serde_json::to_vec(&NotificationStatus::from(stored))
+        .map_err(|err| ApiError::Internal(err.to_string()))?;
+    let etag = EntityTag::new_strong(hex::encode(&Sha256::digest(&body)[..12]));
+    let unchanged = match header::Header::parse(&request) {
+        Ok(IfNoneMatch::Any) => true,
+        Ok(IfNoneMatch::Items(tags)) => tags.iter().any(|tag| tag.weak_eq(&etag)),
+        Err(_) => false,
+    };
+    if unchanged {
+        return Ok(HttpResponse::NotModified().insert_header((ETAG, etag)).finish());
+    }
+    Ok(HttpResponse::Ok()
+        .insert_header((ETAG, etag))
+        .content_type("application/json")
+        .body(body))
+}

@@ -1,0 +1,235 @@
+//! The `notifications` and `notification_jobs` tables: what was sent, by
+//! whom, and how far it has got.
+
+use chrono::{DateTime, Utc};
+use clarion_proto::{JobOutcome, JobReport, Notification};
+use clarion_runtime::PgPool;
+use clarion_runtime::db::DbError;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{GenericClient, Row, Transaction};
+use uuid::Uuid;
+
+/// A notification's life, as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Accepted,
+    Harvesting,
+    Dispatching,
+    Complete,
+    Failed,
+    Cancelled,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Accepted => "accepted",
+            Status::Harvesting => "harvesting",
+            Status::Dispatching => "dispatching",
+            Status::Complete => "complete",
+            Status::Failed => "failed",
+            Status::Cancelled => "cancelled",
+        }
+    }
+
+    fn parse(value: &str) -> Result<Self, StoreError> {
+        Ok(match value {
+            "accepted" => Status::Accepted,
+            "harvesting" => Status::Harvesting,
+            "dispatching" => Status::Dispatching,
+            "complete" => Status::Complete,
+            "failed" => Status::Failed,
+            "cancelled" => Status::Cancelled,
+            other => return Err(StoreError::Corrupt(format!("unknown status {other:?}"))),
+        })
+    }
+}
+
+/// Everything the status API shows about one notification.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredNotification {
+    pub id: Uuid,
+    pub notification: Notification,
+    pub status: Status,
+    pub api_key_id: String,
+    pub trace_id: Option<String>,
+    pub jobs_planned: u32,
+    pub jobs_done: u32,
+    pub jobs_failed: u32,
+    pub audience_ios: u64,
+    pub audience_android: u64,
+    pub batches_expected: u64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error("unexpected value in the notifications table: {0}")]
+    Corrupt(String),
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(err: tokio_postgres::Error) -> Self {
+        StoreError::Db(DbError::Query(err))
+    }
+}
+
+const COLUMNS: &str = "id, payload, status, api_key_id, trace_id, jobs_planned, jobs_done, jobs_failed,
+                       audience_ios, audience_android, batches_expected, created_at, updated_at";
+
+/// Stores a new notification in `accepted`; does nothing when the id exists.
+pub async fn insert_if_absent(
+    client: &impl GenericClient,
+    id: Uuid,
+    notification: &Notification,
+    api_key_id: &str,
+) -> Result<bool, StoreError> {
+    let payload = serde_json::to_value(notification).map_err(|err| StoreError::Corrupt(err.to_string()))?;
+    let inserted = client
+        .execute(
+            "INSERT INTO notifications (id, payload, topics, api_key_id) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (id) DO NOTHING",
+            &[&id, &payload, &notification.topics, &api_key_id],
+        )
+        .await?;
+    Ok(inserted == 1)
+}
+
+/// Reads and row-locks a notification for the rest of `tx`, so a concurrent
+/// send of the same id waits for this one to finish planning.
+pub async fn lock(tx: &Transaction<'_>, id: Uuid) -> Result<Option<StoredNotification>, StoreError> {
+    let row = tx
+        .query_opt(
+            &format!("SELECT {COLUMNS} FROM notifications WHERE id = $1 FOR UPDATE"),
+            &[&id],
+        )
+        .await?;
+    row.map(|row| from_row(&row)).transpose()
+}
+
+/// Records that the shard jobs are published: the notification is harvesting.
+pub async fn mark_planned(tx: &Transaction<'_>, id: Uuid, jobs: u32) -> Result<(), StoreError> {
+    tx.execute(
+        "UPDATE notifications SET status = 'harvesting', jobs_planned = $2, updated_at = now() WHERE id = $1",
+        &[&id, &(jobs as i32)],
+    )
+    .await?;
+    Ok(())
+}
+
+pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<StoredNotification>, StoreError> {
+    let conn = pool.get().await.map_err(DbError::from)?;
+    let row = conn
+        .query_opt(
+            &format!("SELECT {COLUMNS} FROM notifications WHERE id = $1"),
+            &[&id],
+        )
+        .await?;
+    row.map(|row| from_row(&row)).transpose()
+}
+
+/// What recording a job report did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    /// Counted now.
+    Counted,
+    /// This job was already reported; nothing changed.
+    Duplicate,
+    /// No such notification (deleted, or from another installation).
+    UnknownNotification,
+}
+
+/// Counts a job report once and moves the notification's status on.
+pub async fn record_job(pool: &PgPool, report: &JobReport) -> Result<Recorded, StoreError> {
+    let mut conn = pool.get().await.map_err(DbError::from)?;
+    let tx = conn.transaction().await?;
+    let (outcome, ios, android, batches, detail) = match &report.outcome {
+        JobOutcome::Harvested {
+            ios,
+            android,
+            batches,
+        } => ("harvested", *ios as i64, *android as i64, *batches as i32, None),
+        JobOutcome::Failed { reason } => ("failed", 0, 0, 0, Some(reason.as_str())),
+    };
+    let inserted = tx
+        .execute(
+            "INSERT INTO notification_jobs (notification_id, job_index, outcome, ios, android, batches, detail)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
+            &[
+                &report.notification_id,
+                &(report.job_index as i32),
+                &outcome,
+                &ios,
+                &android,
+                &batches,
+                &detail,
+            ],
+        )
+        .await;
+    match inserted {
+        Ok(0) => return Ok(Recorded::Duplicate),
+        Ok(_) => {}
+        Err(err) if err.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION) => {
+            return Ok(Recorded::UnknownNotification);
+        }
+        Err(err) => return Err(err.into()),
+    }
+    let failed = i32::from(outcome == "failed");
+    tx.execute(
+        "UPDATE notifications
+            SET jobs_done = jobs_done + $2, jobs_failed = jobs_failed + $3,
+                audience_ios = audience_ios + $4, audience_android = audience_android + $5,
+                batches_expected = batches_expected + $6, updated_at = now()
+          WHERE id = $1",
+        &[
+            &report.notification_id,
+            &(1 - failed),
+            &failed,
+            &ios,
+            &android,
+            &i64::from(batches),
+        ],
+    )
+    .await?;
+    // Counters first, then the status they imply (both in this transaction).
+    tx.execute(
+        "UPDATE notifications
+            SET status = CASE
+                  WHEN status IN ('complete', 'failed', 'cancelled') THEN status
+                  WHEN jobs_failed > 0 THEN 'failed'
+                  WHEN jobs_planned > 0 AND jobs_done >= jobs_planned THEN 'dispatching'
+                  ELSE status
+                END
+          WHERE id = $1",
+        &[&report.notification_id],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Recorded::Counted)
+}
+
+fn from_row(row: &Row) -> Result<StoredNotification, StoreError> {
+    let payload: serde_json::Value = row.get("payload");
+    let notification =
+        serde_json::from_value(payload).map_err(|err| StoreError::Corrupt(format!("payload: {err}")))?;
+    let count = |name: &str| -> u64 { row.get::<_, i64>(name).max(0) as u64 };
+    let small = |name: &str| -> u32 { row.get::<_, i32>(name).max(0) as u32 };
+    Ok(StoredNotification {
+        id: row.get("id"),
+        notification,
+        status: Status::parse(row.get("status"))?,
+        api_key_id: row.get("api_key_id"),
+        trace_id: row.get("trace_id"),
+        jobs_planned: small("jobs_planned"),
+        jobs_done: small("jobs_done"),
+        jobs_failed: small("jobs_failed"),
+        audience_ios: count("audience_ios"),
+        audience_android: count("audience_android"),
+        batches_expected: count("batches_expected"),
+        created_at: row.get("created_at"),
+        updated_at: row.get("updated_at"),
+    })
+}

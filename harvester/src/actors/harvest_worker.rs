@@ -1,0 +1,124 @@
+//! The harvest worker: what each harvest actor does with a shard job.
+//!
+//! The actors are `clarion_runtime::consumer::QueueConsumer`s on the harvest
+//! queue (manual ack, bounded prefetch), supervised and restarted on
+//! failure; each hands its deliveries, one at a time, to this handler:
+//!
+//! 1. decode the job (an unreadable one is dead-lettered at once);
+//! 2. harvest it — every batch confirmed by the broker;
+//! 3. publish the job report (confirmed), then ack the job.
+//!
+//! Any failure returns the job to the queue after a pause that doubles with
+//! each attempt; the queue's delivery limit (which also counts crashes)
+//! bounds the attempts, after which the job is dead-lettered and the
+//! coordinator marks the notification. A retried job republishes its batches
+//! under the same ids.
+
+use std::time::{Duration, Instant};
+
+use clarion_proto::codec::{decode, encode};
+use clarion_proto::names::{DELIVERY_LIMIT, message_types, routing_keys};
+use clarion_proto::{JobOutcome, JobReport, ShardJob, WireVersion};
+use clarion_runtime::consumer::{DeliveryHandler, ack, dead_letter, requeue};
+use clarion_runtime::message::{delivery_count, properties};
+use clarion_runtime::publisher::Outgoing;
+use futures::future::LocalBoxFuture;
+use lapin::message::Delivery;
+use tracing::{info, warn};
+
+use crate::harvest::{HarvestContext, HarvestError, harvest};
+
+/// Longest pause before a failed job is retried.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
+
+#[derive(Clone)]
+pub struct HarvestWorker {
+    pub context: HarvestContext,
+    /// Pause before the first retry; doubled for each later one.
+    pub retry_delay: Duration,
+}
+
+impl DeliveryHandler for HarvestWorker {
+    fn handle(&self, delivery: Delivery) -> LocalBoxFuture<'static, ()> {
+        let worker = self.clone();
+        Box::pin(async move {
+            let job = match decode::<ShardJob>(&delivery.data) {
+                Ok(job) => job,
+                Err(err) => return dead_letter(&delivery, &err.to_string()).await,
+            };
+            let attempt = delivery_count(&delivery.properties) + 1;
+            let started = Instant::now();
+            match worker.run(&job).await {
+                Ok(report) => {
+                    if let JobOutcome::Harvested {
+                        ios,
+                        android,
+                        batches,
+                    } = report.outcome
+                    {
+                        let elapsed = started.elapsed();
+                        let tokens = ios + android;
+                        info!(
+                            notification.id = %job.notification_id,
+                            job = job.job_index,
+                            shards = %job.shards,
+                            attempt,
+                            ios,
+                            android,
+                            batches,
+                            elapsed_ms = elapsed.as_millis() as u64,
+                            tokens_per_s = (tokens as f64 / elapsed.as_secs_f64().max(1e-6)) as u64,
+                            "shard job harvested"
+                        );
+                    }
+                    ack(&delivery).await;
+                }
+                Err(err) => {
+                    let delay = worker.retry_delay_for(attempt);
+                    warn!(
+                        notification.id = %job.notification_id,
+                        job = job.job_index,
+                        attempt,
+                        attempts_allowed = DELIVERY_LIMIT + 1,
+                        error = %err,
+                        retry_in_ms = delay.as_millis() as u64,
+                        "shard job failed"
+                    );
+                    tokio::time::sleep(delay).await;
+                    requeue(&delivery).await;
+                }
+            }
+        })
+    }
+}
+
+impl HarvestWorker {
+    /// Harvests the job and reports it; the report is confirmed before this
+    /// returns, so the job may be acked.
+    async fn run(&self, job: &ShardJob) -> Result<JobReport, HarvestError> {
+        let totals = harvest(job, &self.context).await?;
+        let report = JobReport {
+            v: WireVersion::CURRENT,
+            notification_id: job.notification_id,
+            job_index: job.job_index,
+            outcome: JobOutcome::Harvested {
+                ios: totals.ios,
+                android: totals.android,
+                batches: totals.batches,
+            },
+        };
+        let message = Outgoing {
+            exchange: self.context.names.reports_exchange(),
+            routing_key: routing_keys::JOB_REPORT.to_owned(),
+            body: encode(&report).map_err(|err| HarvestError::Encode(err.to_string()))?,
+            properties: properties(message_types::JOB_REPORT, job.notification_id),
+        };
+        self.context.publisher.publish(&message).await?;
+        Ok(report)
+    }
+
+    fn retry_delay_for(&self, attempt: u32) -> Duration {
+        let factor = 2u32.saturating_pow(attempt.saturating_sub(1).min(16));
+        self.retry_delay.saturating_mul(factor).min(MAX_RETRY_DELAY)
+    }
+}

@@ -1,0 +1,3 @@
+//! The harvester's actors.
+
+pub mod harvest_worker;

@@ -1,0 +1,211 @@
+//! Cutting a stream of (token, platform, environment) into token batches.
+//!
+//! One open batch per delivery target (iOS production, iOS sandbox,
+//! Android); a batch leaves as soon as it is full, the rest when the stream
+//! ends. Sequence numbers follow the order batches leave, so the same stream
+//! cut with the same size always yields the same batch ids.
+
+use chrono::{DateTime, Utc};
+use clarion_proto::{ApnsEnvironment, BatchId, Notification, Platform, TokenBatch, WireVersion};
+use uuid::Uuid;
+
+/// Where a batch goes: platform plus APNs environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Target {
+    IosProduction,
+    IosSandbox,
+    Android,
+}
+
+impl Target {
+    const ALL: [Target; 3] = [Target::IosProduction, Target::IosSandbox, Target::Android];
+
+    fn of(platform: Platform, environment: ApnsEnvironment) -> Self {
+        match (platform, environment) {
+            (Platform::Ios, ApnsEnvironment::Production) => Target::IosProduction,
+            (Platform::Ios, ApnsEnvironment::Sandbox) => Target::IosSandbox,
+            (Platform::Android, _) => Target::Android,
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    fn platform(self) -> Platform {
+        match self {
+            Target::IosProduction | Target::IosSandbox => Platform::Ios,
+            Target::Android => Platform::Android,
+        }
+    }
+
+    fn environment(self) -> ApnsEnvironment {
+        match self {
+            Target::IosSandbox => ApnsEnvironment::Sandbox,
+            _ => ApnsEnvironment::Production,
+        }
+    }
+}
+
+/// What a job's batches held.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchTotals {
+    pub ios: u64,
+    pub android: u64,
+    pub batches: u32,
+}
+
+pub struct BatchCutter {
+    notification_id: Uuid,
+    job_index: u32,
+    sent_at: DateTime<Utc>,
+    notification: Notification,
+    batch_size: usize,
+    open: [Vec<String>; 3],
+    totals: BatchTotals,
+}
+
+impl BatchCutter {
+    pub fn new(
+        notification_id: Uuid,
+        job_index: u32,
+        sent_at: DateTime<Utc>,
+        notification: Notification,
+        batch_size: usize,
+    ) -> Self {
+        let batch_size = batch_size.max(1);
+        Self {
+            notification_id,
+            job_index,
+            sent_at,
+            notification,
+            batch_size,
+            open: Default::default(),
+            totals: BatchTotals::default(),
+        }
+    }
+
+    /// Adds one token; returns a batch when this token filled one.
+    pub fn push(
+        &mut self,
+        token: &str,
+        platform: Platform,
+        environment: ApnsEnvironment,
+    ) -> Option<TokenBatch> {
+        let target = Target::of(platform, environment);
+        match platform {
+            Platform::Ios => self.totals.ios += 1,
+            Platform::Android => self.totals.android += 1,
+        }
+        let open = &mut self.open[target.index()];
+        if open.capacity() == 0 {
+            open.reserve_exact(self.batch_size);
+        }
+        open.push(token.to_owned());
+        (open.len() >= self.batch_size).then(|| self.seal(target))
+    }
+
+    /// The partly filled batches, in target order, and the job's totals.
+    pub fn finish(mut self) -> (Vec<TokenBatch>, BatchTotals) {
+        let mut batches = Vec::new();
+        for target in Target::ALL {
+            if !self.open[target.index()].is_empty() {
+                batches.push(self.seal(target));
+            }
+        }
+        (batches, self.totals)
+    }
+
+    fn seal(&mut self, target: Target) -> TokenBatch {
+        let tokens = std::mem::take(&mut self.open[target.index()]);
+        let batch = TokenBatch {
+            v: WireVersion::CURRENT,
+            batch_id: BatchId {
+                notification_id: self.notification_id,
+                job_index: self.job_index,
+                seq: self.totals.batches,
+            },
+            platform: target.platform(),
+            environment: target.environment(),
+            sent_at: self.sent_at,
+            notification: self.notification.clone(),
+            tokens,
+        };
+        self.totals.batches += 1;
+        batch
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn notification() -> Notification {
+        serde_json::from_str(r#"{"topics":["t"],"body":"b"}"#).unwrap()
+    }
+
+    fn cut(rows: &[(String, Platform, ApnsEnvironment)], size: usize) -> (Vec<TokenBatch>, BatchTotals) {
+        let mut cutter = BatchCutter::new(Uuid::nil(), 4, DateTime::UNIX_EPOCH, notification(), size);
+        let mut batches: Vec<TokenBatch> = rows
+            .iter()
+            .filter_map(|(token, platform, env)| cutter.push(token, *platform, *env))
+            .collect();
+        let (rest, totals) = cutter.finish();
+        batches.extend(rest);
+        (batches, totals)
+    }
+
+    fn row_strategy() -> impl Strategy<Value = (String, Platform, ApnsEnvironment)> {
+        ("[0-9a-f]{8}", 0u8..3).prop_map(|(token, kind)| match kind {
+            0 => (token, Platform::Ios, ApnsEnvironment::Production),
+            1 => (token, Platform::Ios, ApnsEnvironment::Sandbox),
+            _ => (token, Platform::Android, ApnsEnvironment::Production),
+        })
+    }
+
+    #[test]
+    fn batches_leave_when_full_and_the_rest_at_the_end() {
+        let rows: Vec<_> = (0..5)
+            .map(|i| (format!("a{i}"), Platform::Android, ApnsEnvironment::Production))
+            .collect();
+        let (batches, totals) = cut(&rows, 2);
+        let sizes: Vec<usize> = batches.iter().map(|b| b.tokens.len()).collect();
+        assert_eq!(sizes, vec![2, 2, 1]);
+        assert_eq!(
+            totals,
+            BatchTotals {
+                ios: 0,
+                android: 5,
+                batches: 3
+            }
+        );
+        assert_eq!(batches[2].batch_id.seq, 2);
+        assert_eq!(batches[0].batch_id.job_index, 4);
+    }
+
+    proptest! {
+        #[test]
+        fn every_token_lands_once_in_a_batch_of_its_target(rows in proptest::collection::vec(row_strategy(), 0..300), size in 1usize..50) {
+            let (batches, totals) = cut(&rows, size);
+            // Each token once, in a batch of its own platform and environment.
+            let mut seen: Vec<(String, Platform, ApnsEnvironment)> = batches
+                .iter()
+                .flat_map(|b| b.tokens.iter().map(move |t| (t.clone(), b.platform, b.environment)))
+                .collect();
+            let mut expected = rows.clone();
+            seen.sort();
+            expected.sort();
+            prop_assert_eq!(seen, expected);
+            // Sizes bounded, ids unique and numbered in order.
+            for (seq, batch) in batches.iter().enumerate() {
+                prop_assert!(!batch.tokens.is_empty() && batch.tokens.len() <= size);
+                prop_assert_eq!(batch.batch_id.seq as usize, seq);
+            }
+            prop_assert_eq!(totals.batches as usize, batches.len());
+            prop_assert_eq!(totals.ios + totals.android, rows.len() as u64);
+            // The same stream cut again gives the same batches.
+            prop_assert_eq!(cut(&rows, size).0, batches);
+        }
+    }
+}

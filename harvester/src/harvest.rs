@@ -1,0 +1,150 @@
+//! Harvesting one shard job: stream the job's tokens out of PostgreSQL,
+//! de-duplicate them across the notification's topics, cut them into token
+//! batches and publish every batch with publisher confirms.
+//!
+//! Memory stays flat whatever the audience: rows are streamed (never loaded
+//! whole), at most one open batch per target is held, and at most
+//! `publish_window` published batches wait for their confirm.
+
+use std::pin::pin;
+
+use clarion_proto::codec::encode;
+use clarion_proto::names::message_types;
+use clarion_proto::{ApnsEnvironment, Names, Platform, ShardJob, TokenBatch};
+use clarion_runtime::PgPool;
+use clarion_runtime::db::DbError;
+use clarion_runtime::message::properties;
+use clarion_runtime::publisher::{Outgoing, PublishError, Publisher};
+use futures::stream::FuturesUnordered;
+use futures::{StreamExt, TryStreamExt};
+use tokio_postgres::types::ToSql;
+
+use crate::batching::{BatchCutter, BatchTotals};
+
+/// One topic: the primary key yields rows already ordered by (shard, token).
+const ONE_TOPIC: &str = "SELECT token, platform, apns_environment FROM registrations
+                          WHERE topic = $1 AND shard >= $2 AND shard < $3
+                          ORDER BY shard, token";
+/// Several topics: sorted by (shard, token) so a device on two topics comes
+/// out twice in a row and is sent once.
+const MANY_TOPICS: &str = "SELECT token, platform, apns_environment FROM registrations
+                            WHERE topic = ANY($1) AND shard >= $2 AND shard < $3
+                            ORDER BY shard, token";
+
+#[derive(Debug, thiserror::Error)]
+pub enum HarvestError {
+    #[error(transparent)]
+    Database(#[from] DbError),
+    #[error("unexpected {column} {value:?} in registrations")]
+    Corrupt { column: &'static str, value: String },
+    #[error("token batch could not be encoded: {0}")]
+    Encode(String),
+    #[error(transparent)]
+    Publish(#[from] PublishError),
+}
+
+impl From<tokio_postgres::Error> for HarvestError {
+    fn from(err: tokio_postgres::Error) -> Self {
+        HarvestError::Database(DbError::Query(err))
+    }
+}
+
+/// What a harvest needs besides the job.
+#[derive(Clone)]
+pub struct HarvestContext {
+    pub pool: PgPool,
+    pub publisher: Publisher,
+    pub names: Names,
+    pub batch_size: usize,
+    pub publish_window: usize,
+}
+
+/// Harvests `job`; resolves once every batch is confirmed by the broker.
+pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals, HarvestError> {
+    let conn = ctx.pool.get().await.map_err(DbError::from)?;
+    let start = job.shards.start() as i16;
+    let end = job.shards.end() as i16;
+    let topics = &job.notification.topics;
+    let (sql, topic_param): (&str, &(dyn ToSql + Sync)) = match topics.as_slice() {
+        [one] => (ONE_TOPIC, one),
+        _ => (MANY_TOPICS, topics),
+    };
+    let statement = conn.prepare(sql).await?;
+    let params: [&(dyn ToSql + Sync); 3] = [topic_param, &start, &end];
+    let mut rows = pin!(conn.query_raw(&statement, params).await?);
+
+    let mut cutter = BatchCutter::new(
+        job.notification_id,
+        job.job_index,
+        job.sent_at,
+        job.notification.clone(),
+        ctx.batch_size,
+    );
+    let mut confirms = FuturesUnordered::new();
+    let mut previous = String::new();
+    while let Some(row) = rows.try_next().await? {
+        let token: &str = row.get(0);
+        if token == previous {
+            continue;
+        }
+        previous.clear();
+        previous.push_str(token);
+        let platform = parse_platform(row.get(1))?;
+        let environment = parse_environment(row.get(2))?;
+        if let Some(batch) = cutter.push(token, platform, environment) {
+            confirms.push(
+                ctx.publisher
+                    .send(&outgoing(&batch, &ctx.names)?)
+                    .await?
+                    .confirmed(),
+            );
+            while confirms.len() >= ctx.publish_window.max(1) {
+                confirms.next().await.transpose()?;
+            }
+        }
+    }
+    let (rest, totals) = cutter.finish();
+    for batch in rest {
+        confirms.push(
+            ctx.publisher
+                .send(&outgoing(&batch, &ctx.names)?)
+                .await?
+                .confirmed(),
+        );
+    }
+    while let Some(confirmed) = confirms.next().await {
+        confirmed?;
+    }
+    Ok(totals)
+}
+
+fn outgoing(batch: &TokenBatch, names: &Names) -> Result<Outgoing, HarvestError> {
+    Ok(Outgoing {
+        exchange: names.deliver_exchange(),
+        routing_key: batch.platform.as_str().to_owned(),
+        body: encode(batch).map_err(|err| HarvestError::Encode(err.to_string()))?,
+        properties: properties(message_types::TOKEN_BATCH, batch.batch_id.notification_id),
+    })
+}
+
+fn parse_platform(value: &str) -> Result<Platform, HarvestError> {
+    match value {
+        "ios" => Ok(Platform::Ios),
+        "android" => Ok(Platform::Android),
+        other => Err(HarvestError::Corrupt {
+            column: "platform",
+            value: other.to_owned(),
+        }),
+    }
+}
+
+fn parse_environment(value: &str) -> Result<ApnsEnvironment, HarvestError> {
+    match value {
+        "production" => Ok(ApnsEnvironment::Production),
+        "sandbox" => Ok(ApnsEnvironment::Sandbox),
+        other => Err(HarvestError::Corrupt {
+            column: "apns_environment",
+            value: other.to_owned(),
+        }),
+    }
+}

@@ -1,0 +1,254 @@
+//! The cluster itself: start, drive, observe, stop.
+
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use clarion_coordinator::Coordinator;
+use clarion_harvester::Harvester;
+use clarion_proto::codec::decode;
+use clarion_proto::{Names, Platform, TokenBatch};
+use clarion_runtime::BrokerSettings;
+use clarion_runtime::testing::{TestDatabase, TestNamespace};
+use futures::StreamExt;
+use lapin::options::{BasicAckOptions, BasicConsumeOptions, QueueDeclareOptions};
+use lapin::types::FieldTable;
+use lapin::{Connection, ConnectionProperties};
+use reqwest::{Client, StatusCode};
+use serde_json::Value;
+use tokio_postgres::NoTls;
+
+/// Keys the cluster's coordinator accepts.
+pub const APP_KEY: &str = "test-app-key";
+pub const DESK_KEY: &str = "test-desk-key";
+
+/// Extra flags for each kind of service.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterOptions {
+    pub coordinator: Vec<String>,
+    pub harvester: Vec<String>,
+    pub harvesters: usize,
+}
+
+pub struct Cluster {
+    pub db: TestDatabase,
+    pub broker: BrokerSettings,
+    pub names: Names,
+    pub base: String,
+    pub http: Client,
+    pub harvesters: Vec<Harvester>,
+    options: ClusterOptions,
+    coordinator: Option<Coordinator>,
+    amqp: Connection,
+    _namespace: TestNamespace,
+}
+
+impl Cluster {
+    /// A coordinator and `options.harvesters` harvesters, ready to send.
+    pub async fn start(options: ClusterOptions) -> Self {
+        let db = TestDatabase::create().await;
+        let namespace = TestNamespace::new();
+        let broker = namespace.settings.clone();
+        let names = Names::new(broker.namespace.clone());
+        let mut args = vec![
+            "clarion-coordinator".to_owned(),
+            "--http-addr=127.0.0.1:0".into(),
+            "--http-workers=2".into(),
+            format!("--api-keys={APP_KEY}=register,{DESK_KEY}=send"),
+            format!("--database-url={}", db.url),
+            "--database-pool-size=8".into(),
+            format!("--amqp-url={}", broker.url),
+            format!("--amqp-namespace={}", broker.namespace),
+        ];
+        args.extend(options.coordinator.iter().cloned());
+        let settings = clarion_coordinator::Settings::try_parse_from(args).expect("coordinator settings");
+        let coordinator = clarion_coordinator::start(settings)
+            .await
+            .expect("coordinator starts");
+        let amqp = Connection::connect(&broker.url, ConnectionProperties::default())
+            .await
+            .expect("test connection to RabbitMQ");
+        let mut cluster = Self {
+            base: format!("http://{}", coordinator.addr()),
+            http: Client::new(),
+            db,
+            broker,
+            names,
+            harvesters: Vec::new(),
+            options,
+            coordinator: Some(coordinator),
+            amqp,
+            _namespace: namespace,
+        };
+        for _ in 0..cluster.options.harvesters {
+            cluster.start_harvester(&[]).await;
+        }
+        cluster
+    }
+
+    /// Starts one more harvester with the cluster's flags plus `extra`;
+    /// returns its index in `harvesters`.
+    pub async fn start_harvester(&mut self, extra: &[&str]) -> usize {
+        let mut args = vec![
+            "clarion-harvester".to_owned(),
+            "--http-addr=127.0.0.1:0".into(),
+            format!("--database-url={}", self.db.url),
+            "--database-pool-size=4".into(),
+            format!("--amqp-url={}", self.broker.url),
+            format!("--amqp-namespace={}", self.broker.namespace),
+        ];
+        args.extend(self.options.harvester.iter().cloned());
+        args.extend(extra.iter().map(|arg| arg.to_string()));
+        let settings = clarion_harvester::Settings::try_parse_from(args).expect("harvester settings");
+        self.harvesters.push(
+            clarion_harvester::start(settings)
+                .await
+                .expect("harvester starts"),
+        );
+        self.harvesters.len() - 1
+    }
+
+    /// A direct connection to the cluster's database.
+    pub async fn sql(&self) -> tokio_postgres::Client {
+        let (client, connection) = tokio_postgres::connect(&self.db.url, NoTls)
+            .await
+            .expect("test connection to PostgreSQL");
+        tokio::spawn(connection);
+        client
+    }
+
+    /// `POST /api/v1/notifications`; returns the status code and body.
+    pub async fn send(&self, body: &Value) -> (StatusCode, Value) {
+        let response = self
+            .http
+            .post(format!("{}/api/v1/notifications", self.base))
+            .bearer_auth(DESK_KEY)
+            .json(body)
+            .send()
+            .await
+            .expect("send request");
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// `GET /api/v1/topics/{topic}` (which also warms the planner's cache).
+    pub async fn topic_size(&self, topic: &str) -> Value {
+        self.http
+            .get(format!("{}/api/v1/topics/{topic}", self.base))
+            .bearer_auth(DESK_KEY)
+            .send()
+            .await
+            .expect("topic request")
+            .json()
+            .await
+            .expect("topic body")
+    }
+
+    /// `GET /api/v1/notifications/{id}`.
+    pub async fn status(&self, id: &str) -> Value {
+        self.http
+            .get(format!("{}/api/v1/notifications/{id}", self.base))
+            .bearer_auth(DESK_KEY)
+            .send()
+            .await
+            .expect("status request")
+            .json()
+            .await
+            .expect("status body")
+    }
+
+    /// Polls the status until `done` holds; panics with the last status after `timeout`.
+    pub async fn wait_for_status(&self, id: &str, timeout: Duration, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let status = self.status(id).await;
+            if done(&status) {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "notification {id} did not get there in {timeout:?}: {status}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Messages waiting in `queue`.
+    pub async fn queue_depth(&self, queue: &str) -> u32 {
+        let channel = self.amqp.create_channel().await.expect("channel");
+        let options = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        let depth = channel
+            .queue_declare(queue.into(), options, FieldTable::default())
+            .await
+            .expect("queue exists")
+            .message_count();
+        let _ = channel.close(200, "done".into()).await;
+        depth
+    }
+
+    /// Acts as `platform`'s dispatcher: takes token batches off its queue
+    /// until `tokens` tokens arrived, then for `settle` more (to catch
+    /// duplicates); panics if fewer arrive within `timeout`.
+    pub async fn drain_batches(
+        &self,
+        platform: Platform,
+        tokens: usize,
+        timeout: Duration,
+        settle: Duration,
+    ) -> Vec<TokenBatch> {
+        let channel = self.amqp.create_channel().await.expect("channel");
+        let mut consumer = channel
+            .basic_consume(
+                self.names.deliver_queue(platform).as_str().into(),
+                "test-drain".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .expect("consume the delivery queue");
+        let mut batches: Vec<TokenBatch> = Vec::new();
+        let mut received = 0;
+        let deadline = Instant::now() + timeout;
+        let mut settle_until: Option<Instant> = None;
+        loop {
+            let until = settle_until.unwrap_or(deadline);
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            match tokio::time::timeout(until - now, consumer.next()).await {
+                Ok(Some(Ok(delivery))) => {
+                    let batch: TokenBatch = decode(&delivery.data).expect("a token batch");
+                    received += batch.tokens.len();
+                    batches.push(batch);
+                    delivery.ack(BasicAckOptions::default()).await.expect("ack");
+                    if received >= tokens && settle_until.is_none() {
+                        settle_until = Some(Instant::now() + settle);
+                    }
+                }
+                Ok(_) => break,
+                Err(_) => break,
+            }
+        }
+        let _ = channel.close(200, "done".into()).await;
+        assert!(
+            received >= tokens,
+            "{platform}: {received} of {tokens} tokens arrived within {timeout:?}"
+        );
+        batches
+    }
+
+    /// Stops every service; the namespace and the database are deleted when
+    /// the cluster is dropped.
+    pub async fn stop(mut self) {
+        for harvester in self.harvesters.drain(..) {
+            harvester.stop().await;
+        }
+        if let Some(coordinator) = self.coordinator.take() {
+            coordinator.stop().await;
+        }
+        let _ = self.amqp.close(200, "test done".into()).await;
+    }
+}

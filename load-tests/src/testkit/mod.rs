@@ -1,0 +1,9 @@
+//! An in-process Clarion cluster for end-to-end tests: the real coordinator
+//! and harvesters (and, later, dispatchers) against the machine's real
+//! PostgreSQL and RabbitMQ, in a throw-away database and AMQP namespace.
+
+mod cluster;
+mod seed;
+
+pub use cluster::{APP_KEY, Cluster, ClusterOptions, DESK_KEY};
+pub use seed::{Device, seed_devices};

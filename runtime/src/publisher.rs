@@ -1,0 +1,174 @@
+//! Publishing with publisher confirms over a channel that reopens itself.
+//!
+//! Every message is published `mandatory`, so a message no queue would take
+//! comes back as an error instead of vanishing; a message counts as sent only
+//! once the broker has confirmed it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clarion_proto::Names;
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::{BasicProperties, Channel};
+use lapin::{Confirmation, PublisherConfirm};
+use tokio::sync::Mutex;
+use tracing::warn;
+
+use crate::backoff::Backoff;
+use crate::broker::BrokerLink;
+use crate::topology;
+
+/// A message ready to go.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    pub exchange: String,
+    pub routing_key: String,
+    pub body: Vec<u8>,
+    pub properties: BasicProperties,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    #[error("broker error: {0}")]
+    Broker(#[from] lapin::Error),
+    #[error("the broker refused the message (nack)")]
+    Nacked,
+    #[error("no queue takes messages for {exchange} / {routing_key}")]
+    Unroutable { exchange: String, routing_key: String },
+    #[error("{failed} of {total} messages still unconfirmed after {attempts} attempts; last error: {last}")]
+    GaveUp {
+        failed: usize,
+        total: usize,
+        attempts: u32,
+        last: Box<PublishError>,
+    },
+}
+
+/// Cheap to clone; clones share one confirm-mode channel.
+#[derive(Clone)]
+pub struct Publisher {
+    link: BrokerLink,
+    names: Names,
+    channel: Arc<Mutex<Option<Channel>>>,
+}
+
+/// A published message whose confirm has not arrived yet.
+#[must_use = "a message is only sent once its confirm has been awaited"]
+pub struct PendingConfirm {
+    confirm: PublisherConfirm,
+    exchange: String,
+    routing_key: String,
+}
+
+impl PendingConfirm {
+    /// Resolves once the broker has taken responsibility for the message.
+    pub async fn confirmed(self) -> Result<(), PublishError> {
+        match self.confirm.await? {
+            Confirmation::Ack(None) | Confirmation::NotRequested => Ok(()),
+            Confirmation::Ack(Some(_)) => Err(PublishError::Unroutable {
+                exchange: self.exchange,
+                routing_key: self.routing_key,
+            }),
+            Confirmation::Nack(_) => Err(PublishError::Nacked),
+        }
+    }
+}
+
+impl Publisher {
+    pub fn new(link: BrokerLink, names: Names) -> Self {
+        Self {
+            link,
+            names,
+            channel: Arc::default(),
+        }
+    }
+
+    /// The open confirm-mode channel, opening (and declaring the topology
+    /// on) a new one when there is none or the last one closed.
+    async fn channel(&self) -> Result<Channel, lapin::Error> {
+        let mut slot = self.channel.lock().await;
+        if let Some(channel) = slot.as_ref()
+            && channel.status().connected()
+        {
+            return Ok(channel.clone());
+        }
+        let connection = self.link.connection().await;
+        let channel = connection.create_channel().await?;
+        topology::declare(&channel, &self.names).await?;
+        channel.confirm_select(ConfirmSelectOptions::default()).await?;
+        *slot = Some(channel.clone());
+        Ok(channel)
+    }
+
+    /// Sends `message`; await the returned confirm before counting it sent.
+    pub async fn send(&self, message: &Outgoing) -> Result<PendingConfirm, PublishError> {
+        let channel = self.channel().await?;
+        let options = BasicPublishOptions {
+            mandatory: true,
+            ..BasicPublishOptions::default()
+        };
+        let confirm = channel
+            .basic_publish(
+                message.exchange.as_str().into(),
+                message.routing_key.as_str().into(),
+                options,
+                &message.body,
+                message.properties.clone(),
+            )
+            .await?;
+        Ok(PendingConfirm {
+            confirm,
+            exchange: message.exchange.clone(),
+            routing_key: message.routing_key.clone(),
+        })
+    }
+
+    /// Sends one message and waits for its confirm.
+    pub async fn publish(&self, message: &Outgoing) -> Result<(), PublishError> {
+        self.send(message).await?.confirmed().await
+    }
+
+    /// Publishes every message (pipelined), re-sending the unconfirmed ones
+    /// up to `attempts` times in all with backoff; fails only when some are
+    /// still unconfirmed after that.
+    pub async fn publish_all(&self, messages: &[Outgoing], attempts: u32) -> Result<(), PublishError> {
+        let mut pending: Vec<usize> = (0..messages.len()).collect();
+        let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
+        let mut last = None;
+        for attempt in 1..=attempts.max(1) {
+            let mut sent = Vec::with_capacity(pending.len());
+            let mut failed = Vec::new();
+            for &index in &pending {
+                match self.send(&messages[index]).await {
+                    Ok(confirm) => sent.push((index, confirm)),
+                    Err(err) => {
+                        failed.push(index);
+                        last = Some(err);
+                    }
+                }
+            }
+            for (index, confirm) in sent {
+                if let Err(err) = confirm.confirmed().await {
+                    failed.push(index);
+                    last = Some(err);
+                }
+            }
+            if failed.is_empty() {
+                return Ok(());
+            }
+            warn!(
+                attempt,
+                unconfirmed = failed.len(),
+                "publishes not confirmed; retrying"
+            );
+            pending = failed;
+            tokio::time::sleep(backoff.next_delay()).await;
+        }
+        Err(PublishError::GaveUp {
+            failed: pending.len(),
+            total: messages.len(),
+            attempts,
+            last: Box::new(last.unwrap_or(PublishError::Nacked)),
+        })
+    }
+}
