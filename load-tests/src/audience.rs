@@ -14,6 +14,15 @@ pub const TOPICS: [(&str, u8); 4] = [
     ("weather/london", 10),
 ];
 
+/// Which topics the synthetic devices follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Layout {
+    /// The overlapping news topics of [`TOPICS`].
+    News,
+    /// Every device on `breaking/uk` only.
+    Single,
+}
+
 /// One synthetic device.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Device {
@@ -23,7 +32,7 @@ pub struct Device {
 }
 
 /// Device number `n` of the audience; `ios_percent` of devices are iPhones.
-pub fn device(n: u64, ios_percent: u8) -> Device {
+pub fn device(n: u64, ios_percent: u8, layout: Layout) -> Device {
     let digest = Sha256::digest(format!("clarion-demo-device-{n}").as_bytes());
     let platform = if percent(digest[0]) < ios_percent {
         Platform::Ios
@@ -38,6 +47,13 @@ pub fn device(n: u64, ios_percent: u8) -> Device {
             hex::encode(digest).repeat(2)
         ),
     };
+    if layout == Layout::Single {
+        return Device {
+            token,
+            platform,
+            topics: vec![TOPICS[0].0],
+        };
+    }
     let mut topics: Vec<&'static str> = TOPICS
         .iter()
         .enumerate()
@@ -66,8 +82,9 @@ mod tests {
 
     #[test]
     fn devices_are_valid_deterministic_and_mixed() {
-        let devices: Vec<Device> = (0..2000).map(|n| device(n, 50)).collect();
-        assert_eq!(devices[17], device(17, 50));
+        let devices: Vec<Device> = (0..2000).map(|n| device(n, 50, Layout::News)).collect();
+        assert_eq!(devices[17], device(17, 50, Layout::News));
+        assert_eq!(device(17, 50, Layout::Single).topics, vec!["breaking/uk"]);
         for d in &devices {
             assert_eq!(
                 normalize_token(d.platform, &d.token).as_deref(),

@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
 
-use crate::audience::{TOPICS, device};
+use crate::audience::{Layout, TOPICS, device};
 use crate::process::{ServiceProcess, free_port};
 
 const APP_KEY: &str = "demo-app-key";
@@ -137,7 +137,7 @@ async fn register_audience(http: &Client, base: &str, devices: u64, ios_percent:
         .map(|n| {
             let bar = bar.clone();
             async move {
-                let device = device(n, ios_percent);
+                let device = device(n, ios_percent, Layout::News);
                 let response = http
                     .put(format!("{base}/api/v1/registrations/{}", device.token))
                     .bearer_auth(APP_KEY)

@@ -3,6 +3,10 @@
 //! 90in2 benchmark. Nothing here is a dependency of the services.
 
 pub mod audience;
+pub mod bench;
 pub mod demo;
+pub mod local_cluster;
 pub mod process;
+pub mod procinfo;
+pub mod seed;
 pub mod testkit;

@@ -49,6 +49,11 @@ impl ServiceProcess {
         })
     }
 
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Fails (with the end of its log) if the process has exited.
     pub fn ensure_running(&mut self) -> Result<()> {
         if let Some(child) = self.child.as_mut()

@@ -1,0 +1,216 @@
+//! The harvest benchmark: seed N devices on one topic, send one
+//! notification through a coordinator and a harvester (release processes),
+//! drain the delivery queues the way dispatchers would, and measure how fast
+//! the audience was harvested and how much memory the harvester needed.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clarion_proto::{Names, Platform};
+use clarion_runtime::topology;
+use futures::StreamExt;
+use lapin::options::{BasicConsumeOptions, BasicQosOptions};
+use lapin::types::FieldTable;
+use lapin::{Connection, ConnectionProperties};
+use serde::Serialize;
+use serde_json::json;
+
+use super::{git_commit, prepare_database, write_json};
+use crate::audience::Layout;
+use crate::local_cluster::{LocalCluster, LocalClusterConfig};
+use crate::procinfo::{Usage, usage};
+use crate::seed::{SeedPlan, connect, seed};
+
+const HARVEST_TIMEOUT: Duration = Duration::from_secs(900);
+
+#[derive(Debug, clap::Args)]
+pub struct HarvestArgs {
+    /// Devices on the benchmark topic.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub devices: u64,
+    /// Benchmark database (created and migrated when missing).
+    #[arg(
+        long,
+        env = "CLARION_BENCH_DATABASE_URL",
+        default_value = "postgres://clarion:clarion@127.0.0.1:5432/clarion_bench"
+    )]
+    pub database_url: String,
+    #[arg(
+        long,
+        env = "CLARION_AMQP_URL",
+        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
+    )]
+    pub amqp_url: String,
+    /// Keep the registrations already loaded when they hold exactly this audience.
+    #[arg(long)]
+    pub reuse: bool,
+    #[arg(long, default_value_t = 4)]
+    pub harvest_workers: u16,
+    #[arg(long, default_value_t = 1000)]
+    pub batch_size: u32,
+    #[arg(long, default_value_t = 10_000)]
+    pub tokens_per_job: u64,
+    /// Where the JSON report goes (default `load-tests/results/harvest-<devices>.json`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HarvestReport {
+    pub devices: u64,
+    pub seeded_rows: Option<u64>,
+    pub seed_s: Option<f64>,
+    pub jobs: u64,
+    pub batches_received: u64,
+    /// From the send request to the last job reported.
+    pub harvest_s: f64,
+    pub tokens_per_s: f64,
+    pub harvester: Usage,
+    pub coordinator: Usage,
+    pub harvest_workers: u16,
+    pub batch_size: u32,
+    pub tokens_per_job: u64,
+    pub cpus: usize,
+    pub git_commit: Option<String>,
+}
+
+pub async fn run(args: HarvestArgs) -> Result<HarvestReport> {
+    prepare_database(&args.database_url).await?;
+    let client = connect(&args.database_url).await?;
+    let existing: i64 = client
+        .query_one(
+            "SELECT count(*) FROM registrations WHERE topic = 'breaking/uk'",
+            &[],
+        )
+        .await?
+        .get(0);
+    let (seeded_rows, seed_s) = if args.reuse && existing == args.devices as i64 {
+        println!("reusing {existing} registrations");
+        (None, None)
+    } else {
+        let plan = SeedPlan {
+            devices: args.devices,
+            ios_percent: 50,
+            layout: Layout::Single,
+            fresh: true,
+        };
+        let report = seed(&client, &plan, true).await?;
+        println!(
+            "seeded {} rows in {:.1} s ({:.0} rows/s)",
+            report.rows,
+            report.elapsed.as_secs_f64(),
+            report.rows as f64 / report.elapsed.as_secs_f64()
+        );
+        (Some(report.rows), Some(report.elapsed.as_secs_f64()))
+    };
+
+    let namespace = format!("bench-{}", std::process::id());
+    let names = Names::new(namespace.clone());
+    let log_dir = std::env::current_exe()?
+        .parent()
+        .context("the executable has no directory")?
+        .join("bench-logs");
+    let config = LocalClusterConfig {
+        database_url: args.database_url.clone(),
+        amqp_url: args.amqp_url.clone(),
+        namespace,
+        harvesters: 1,
+        coordinator_env: vec![("CLARION_TOKENS_PER_JOB", args.tokens_per_job.to_string())],
+        harvester_env: vec![
+            ("CLARION_HARVEST_WORKERS", args.harvest_workers.to_string()),
+            ("CLARION_BATCH_SIZE", args.batch_size.to_string()),
+        ],
+        log_dir,
+    };
+    let mut cluster = LocalCluster::start(&config).await?;
+    // Warm the topic count so the plan is sized from it.
+    let size = cluster.get("/api/v1/topics/breaking/uk").await?;
+    println!("topic breaking/uk: {} subscribers", size["subscribers"]);
+
+    let amqp = Connection::connect(&args.amqp_url, ConnectionProperties::default()).await?;
+    let batches = Arc::new(AtomicU64::new(0));
+    for platform in Platform::ALL {
+        let channel = amqp.create_channel().await?;
+        topology::declare(&channel, &names).await?;
+        channel.basic_qos(1000, BasicQosOptions::default()).await?;
+        let mut consumer = channel
+            .basic_consume(
+                names.deliver_queue(platform).as_str().into(),
+                format!("bench-drain-{platform}").into(),
+                BasicConsumeOptions {
+                    no_ack: true,
+                    ..BasicConsumeOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await?;
+        let batches = batches.clone();
+        tokio::spawn(async move {
+            while let Some(Ok(_)) = consumer.next().await {
+                batches.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+
+    let started = Instant::now();
+    let id = cluster
+        .send(&json!({"topics": ["breaking/uk"], "title": "Benchmark", "body": "harvest benchmark"}))
+        .await?;
+    let status = loop {
+        let status = cluster.get(&format!("/api/v1/notifications/{id}")).await?;
+        match status["status"].as_str() {
+            Some("dispatching") => break status,
+            Some("failed") => bail!("the harvest failed: {status}"),
+            _ if started.elapsed() > HARVEST_TIMEOUT => {
+                bail!("no harvest after {HARVEST_TIMEOUT:?}: {status}")
+            }
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
+    let harvest_s = started.elapsed().as_secs_f64();
+    let harvested = status["audience"]["total"].as_u64().unwrap_or(0);
+    let harvester = cluster.harvesters[0].pid().and_then(usage).unwrap_or_default();
+    let coordinator = cluster.coordinator.pid().and_then(usage).unwrap_or_default();
+    cluster.stop();
+
+    let channel = amqp.create_channel().await?;
+    topology::delete(&channel, &names).await?;
+    let _ = amqp.close(200, "bench done".into()).await;
+
+    if harvested != args.devices {
+        bail!("harvested {harvested} devices of {}", args.devices);
+    }
+    let report = HarvestReport {
+        devices: args.devices,
+        seeded_rows,
+        seed_s,
+        jobs: status["jobs"]["done"].as_u64().unwrap_or(0),
+        batches_received: batches.load(Ordering::Relaxed),
+        harvest_s,
+        tokens_per_s: harvested as f64 / harvest_s,
+        harvester,
+        coordinator,
+        harvest_workers: args.harvest_workers,
+        batch_size: args.batch_size,
+        tokens_per_job: args.tokens_per_job,
+        cpus: std::thread::available_parallelism().map_or(1, usize::from),
+        git_commit: git_commit(),
+    };
+    let out = args
+        .out
+        .unwrap_or_else(|| PathBuf::from(format!("load-tests/results/harvest-{}.json", args.devices)));
+    write_json(&out, &report)?;
+    println!(
+        "harvested {} devices in {:.2} s: {:.0} tokens/s; harvester peak RSS {:.1} MiB, CPU {:.1} s; report in {}",
+        harvested,
+        harvest_s,
+        report.tokens_per_s,
+        harvester.peak_rss_mib,
+        harvester.cpu_s,
+        out.display()
+    );
+    Ok(report)
+}

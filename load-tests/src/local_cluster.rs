@@ -1,0 +1,140 @@
+//! A Clarion cluster of real processes on this machine (the release
+//! binaries next to the running one), for the demo and the benchmarks.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use reqwest::{Client, StatusCode};
+use serde_json::Value;
+
+use crate::process::{ServiceProcess, free_port};
+
+/// The keys the local cluster's coordinator accepts.
+pub const APP_KEY: &str = "local-app-key";
+pub const DESK_KEY: &str = "local-desk-key";
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How to run the cluster.
+#[derive(Debug, Clone)]
+pub struct LocalClusterConfig {
+    pub database_url: String,
+    pub amqp_url: String,
+    /// AMQP namespace of this run.
+    pub namespace: String,
+    pub harvesters: usize,
+    /// Extra `CLARION_*` settings per kind of service.
+    pub coordinator_env: Vec<(&'static str, String)>,
+    pub harvester_env: Vec<(&'static str, String)>,
+    pub log_dir: PathBuf,
+}
+
+pub struct LocalCluster {
+    pub base: String,
+    pub http: Client,
+    pub coordinator: ServiceProcess,
+    pub harvesters: Vec<ServiceProcess>,
+}
+
+impl LocalCluster {
+    pub async fn start(config: &LocalClusterConfig) -> Result<Self> {
+        let common = vec![
+            ("CLARION_DATABASE_URL", config.database_url.clone()),
+            ("CLARION_AMQP_URL", config.amqp_url.clone()),
+            ("CLARION_AMQP_NAMESPACE", config.namespace.clone()),
+        ];
+        let http = Client::new();
+
+        let addr = format!("127.0.0.1:{}", free_port()?);
+        let mut env = common.clone();
+        env.push(("CLARION_HTTP_ADDR", addr.clone()));
+        env.push(("CLARION_API_KEYS", format!("{APP_KEY}=register,{DESK_KEY}=send")));
+        env.extend(config.coordinator_env.iter().cloned());
+        let mut coordinator =
+            ServiceProcess::spawn("coordinator", "clarion-coordinator", &[], &env, &config.log_dir)?;
+        let base = format!("http://{addr}");
+        wait_until_ready(&http, &base, &mut coordinator).await?;
+
+        let mut harvesters = Vec::new();
+        for i in 0..config.harvesters {
+            let health = format!("127.0.0.1:{}", free_port()?);
+            let mut env = common.clone();
+            env.push(("CLARION_HTTP_ADDR", health.clone()));
+            env.extend(config.harvester_env.iter().cloned());
+            let mut harvester = ServiceProcess::spawn(
+                &format!("harvester-{i}"),
+                "clarion-harvester",
+                &[],
+                &env,
+                &config.log_dir,
+            )?;
+            wait_until_ready(&http, &format!("http://{health}"), &mut harvester).await?;
+            harvesters.push(harvester);
+        }
+        Ok(Self {
+            base,
+            http,
+            coordinator,
+            harvesters,
+        })
+    }
+
+    /// `GET` an API path with the newsroom key.
+    pub async fn get(&self, path: &str) -> Result<Value> {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(DESK_KEY)
+            .send()
+            .await?;
+        Ok(response.error_for_status()?.json().await?)
+    }
+
+    /// Sends a notification; returns its id.
+    pub async fn send(&self, body: &Value) -> Result<String> {
+        let response = self
+            .http
+            .post(format!("{}/api/v1/notifications", self.base))
+            .bearer_auth(DESK_KEY)
+            .json(body)
+            .send()
+            .await?;
+        let status = response.status();
+        let answer: Value = response.json().await?;
+        if !status.is_success() {
+            bail!("the coordinator refused the notification: {status} {answer}");
+        }
+        answer["id"]
+            .as_str()
+            .map(str::to_owned)
+            .context("no id in the coordinator's answer")
+    }
+
+    pub fn stop(&mut self) {
+        for harvester in &mut self.harvesters {
+            harvester.stop();
+        }
+        self.coordinator.stop();
+    }
+}
+
+/// Waits for `/readyz` of a service, failing early if it exits.
+pub async fn wait_until_ready(http: &Client, base: &str, service: &mut ServiceProcess) -> Result<()> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        service.ensure_running()?;
+        if let Ok(response) = http.get(format!("{base}/readyz")).send().await
+            && response.status() == StatusCode::OK
+        {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "{} was not ready after {READY_TIMEOUT:?}; last log lines:\n{}",
+                service.name,
+                service.log_tail(20)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -1,0 +1,145 @@
+//! Bulk-loading a synthetic audience with `COPY` (never row-by-row INSERTs).
+//!
+//! A fresh load drops the registrations indexes, copies the rows in and
+//! builds the indexes afterwards: sorting once is far cheaper than keeping
+//! two B-trees ordered through millions of random inserts.
+
+use std::pin::pin;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use bytes::{BufMut, BytesMut};
+use clarion_proto::shard_of;
+use futures::SinkExt;
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio_postgres::{Client, NoTls};
+
+use crate::audience::{Layout, device};
+
+/// Bytes buffered before a chunk goes to the server.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// What to load.
+#[derive(Debug, Clone)]
+pub struct SeedPlan {
+    pub devices: u64,
+    pub ios_percent: u8,
+    pub layout: Layout,
+    /// Replace whatever registrations exist (and rebuild the indexes once).
+    pub fresh: bool,
+}
+
+/// What was loaded.
+#[derive(Debug, Clone, Copy)]
+pub struct SeedReport {
+    pub devices: u64,
+    pub rows: u64,
+    pub elapsed: Duration,
+}
+
+pub async fn connect(url: &str) -> Result<Client> {
+    let (client, connection) = tokio_postgres::connect(url, NoTls)
+        .await
+        .with_context(|| format!("connecting to {}", redact(url)))?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+/// Loads `plan.devices` devices; shows a progress bar when `progress`.
+pub async fn seed(client: &Client, plan: &SeedPlan, progress: bool) -> Result<SeedReport> {
+    let started = Instant::now();
+    if plan.fresh {
+        client
+            .batch_execute(
+                "TRUNCATE registrations;
+                 ALTER TABLE registrations DROP CONSTRAINT registrations_pkey;
+                 DROP INDEX registrations_token_topic_idx;",
+            )
+            .await
+            .context("preparing registrations for a bulk load")?;
+    }
+    let bar = if progress {
+        ProgressBar::new(plan.devices)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template(
+            "seeding  {bar:40.cyan/blue} {human_pos}/{human_len} devices ({per_sec}, eta {eta})",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let sink = client
+        .copy_in("COPY registrations (topic, shard, token, platform, apns_environment) FROM STDIN")
+        .await
+        .context("starting COPY")?;
+    let mut sink = pin!(sink);
+    let mut buffer = BytesMut::with_capacity(CHUNK_BYTES + 4096);
+    let mut rows = 0u64;
+    for n in 0..plan.devices {
+        let device = device(n, plan.ios_percent, plan.layout);
+        let shard = shard_of(&device.token);
+        for topic in &device.topics {
+            buffer.put_slice(topic.as_bytes());
+            buffer.put_u8(b'\t');
+            buffer.put_slice(shard.to_string().as_bytes());
+            buffer.put_u8(b'\t');
+            buffer.put_slice(device.token.as_bytes());
+            buffer.put_u8(b'\t');
+            buffer.put_slice(device.platform.as_str().as_bytes());
+            buffer.put_slice(b"\tproduction\n");
+            rows += 1;
+        }
+        if buffer.len() >= CHUNK_BYTES {
+            sink.send(buffer.split().freeze()).await.context("COPY")?;
+            bar.set_position(n + 1);
+        }
+    }
+    sink.send(buffer.split().freeze()).await.context("COPY")?;
+    sink.as_mut().finish().await.context("finishing COPY")?;
+    bar.finish();
+    if plan.fresh {
+        if progress {
+            eprintln!("building indexes over {rows} rows");
+        }
+        client
+            .batch_execute(
+                "ALTER TABLE registrations ADD PRIMARY KEY (topic, shard, token);
+                 CREATE INDEX registrations_token_topic_idx ON registrations (token, topic);",
+            )
+            .await
+            .context("rebuilding the registrations indexes")?;
+    }
+    client.batch_execute("ANALYZE registrations").await?;
+    Ok(SeedReport {
+        devices: plan.devices,
+        rows,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// A URL without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let credentials = &url[scheme + 3..at];
+            let user = credentials.split(':').next().unwrap_or("");
+            format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_are_hidden() {
+        assert_eq!(
+            redact("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(redact("postgres://h/db"), "postgres://h/db");
+    }
+}
