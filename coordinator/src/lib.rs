@@ -22,7 +22,7 @@ use actix::{Actor, Addr};
 use actix_web::dev::ServerHandle;
 use actix_web::{App, HttpServer, web};
 use clarion_proto::Names;
-use clarion_runtime::consumer::{ConsumerSpec, QueueConsumer};
+use clarion_runtime::consumer::{ConsumerSpec, QueueConsumer, stop_all};
 use clarion_runtime::health::Readiness;
 use clarion_runtime::publisher::Publisher;
 use clarion_runtime::{BrokerLink, db};
@@ -58,13 +58,13 @@ pub struct Coordinator {
     addr: SocketAddr,
     server: ServerHandle,
     serving: tokio::task::JoinHandle<std::io::Result<()>>,
-    _consumers: Consumers,
+    consumers: Consumers,
 }
 
 /// The coordinator's queue consumers; they run while their addresses live.
 struct Consumers {
-    _reports: Vec<Addr<QueueConsumer<ReportHandler>>>,
-    _dead_letters: Vec<Addr<QueueConsumer<DeadLetterHandler>>>,
+    reports: Vec<Addr<QueueConsumer<ReportHandler>>>,
+    dead_letters: Vec<Addr<QueueConsumer<DeadLetterHandler>>>,
 }
 
 impl Coordinator {
@@ -81,10 +81,13 @@ impl Coordinator {
         }
     }
 
-    /// Stops accepting requests and finishes those in flight.
+    /// Stops accepting requests and finishes those in flight, then stops
+    /// consuming (the message being processed is finished first).
     pub async fn stop(self) {
         self.server.stop(true).await;
         let _ = self.serving.await;
+        stop_all(&self.consumers.reports).await;
+        stop_all(&self.consumers.dead_letters).await;
     }
 }
 
@@ -112,7 +115,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
     )
     .start();
     let consumers = Consumers {
-        _reports: QueueConsumer::start_pool(
+        reports: QueueConsumer::start_pool(
             1,
             broker.clone(),
             names.clone(),
@@ -123,7 +126,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
             },
             ReportHandler { pool: pool.clone() },
         ),
-        _dead_letters: QueueConsumer::start_pool(
+        dead_letters: QueueConsumer::start_pool(
             1,
             broker.clone(),
             names.clone(),
@@ -171,6 +174,6 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         addr,
         server: handle,
         serving,
-        _consumers: consumers,
+        consumers,
     })
 }

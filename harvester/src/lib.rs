@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use actix::{Addr, Arbiter};
 use clarion_proto::Names;
-use clarion_runtime::consumer::{ConsumerSpec, QueueConsumer};
+use clarion_runtime::consumer::{ConsumerSpec, QueueConsumer, stop_all};
 use clarion_runtime::health::{HealthServer, Readiness};
 use clarion_runtime::publisher::Publisher;
 use clarion_runtime::{BrokerLink, PgPool, db};
@@ -40,7 +40,7 @@ pub enum StartError {
 pub struct Harvester {
     pub health: HealthServer,
     arbiter: Arbiter,
-    _workers: Vec<Addr<QueueConsumer<HarvestWorker>>>,
+    workers: Vec<Addr<QueueConsumer<HarvestWorker>>>,
 }
 
 impl Harvester {
@@ -50,8 +50,10 @@ impl Harvester {
         self.arbiter.stop();
     }
 
-    /// Stops the process's work and its health endpoints.
+    /// Stops taking jobs (a job being harvested is finished first), then
+    /// stops the arbiter and the health endpoints.
     pub async fn stop(self) {
+        stop_all(&self.workers).await;
         self.kill();
         self.health.stop().await;
     }
@@ -84,7 +86,7 @@ pub async fn start(settings: Settings) -> Result<Harvester, StartError> {
     Ok(Harvester {
         health,
         arbiter,
-        _workers: workers,
+        workers,
     })
 }
 

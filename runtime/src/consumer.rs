@@ -1,11 +1,13 @@
-//! A supervised actor that consumes one queue with manual acks and a bounded
-//! prefetch, handing each delivery to a [`DeliveryHandler`] and waiting for
-//! it before taking the next.
+//! An actor that consumes one queue with manual acks and a bounded prefetch,
+//! handing each delivery to a [`DeliveryHandler`] and waiting for it before
+//! taking the next.
 //!
-//! When the channel or connection fails the consumer stream ends; the actor
-//! stops, its supervisor restarts it, and it opens a new channel once the
-//! broker link is back. Unacked deliveries of the dead channel return to the
-//! queue (counted against its delivery limit), so nothing is lost.
+//! When the channel or connection fails the consumer stream ends and the
+//! actor opens a new channel (with backoff) once the broker link is back.
+//! Unacked deliveries of the dead channel return to the queue (counted
+//! against its delivery limit), so nothing is lost. The actor restarts its
+//! channel itself rather than through actix's `Supervisor`, so that
+//! [`StopConsuming`] is final: a supervisor would reopen the queue behind it.
 
 use std::time::Duration;
 
@@ -45,8 +47,18 @@ pub struct QueueConsumer<H: DeliveryHandler> {
     spec: ConsumerSpec,
     handler: H,
     channel: Option<Channel>,
+    /// The consumer stream attached to the actor, detached when it fails.
+    stream: Option<SpawnHandle>,
     backoff: Backoff,
+    stopping: bool,
 }
+
+/// Stop taking deliveries: the one being handled finishes, the channel is
+/// closed (prefetched, unacked deliveries go back to the queue), and the
+/// actor stops for good. Resolves once the channel is closed.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StopConsuming;
 
 impl<H: DeliveryHandler> QueueConsumer<H> {
     pub fn new(link: BrokerLink, names: Names, spec: ConsumerSpec, handler: H) -> Self {
@@ -56,11 +68,49 @@ impl<H: DeliveryHandler> QueueConsumer<H> {
             spec,
             handler,
             channel: None,
+            stream: None,
             backoff: Backoff::new(Duration::from_millis(200), Duration::from_secs(10)),
+            stopping: false,
         }
     }
 
-    /// Starts `count` supervised consumers on the current arbiter.
+    /// Opens a channel and starts consuming; on failure tries again later.
+    fn open(&mut self, ctx: &mut Context<Self>) {
+        let opening = open(self.link.clone(), self.names.clone(), self.spec.clone());
+        ctx.wait(opening.into_actor(self).map(|result, consumer, ctx| {
+            if consumer.stopping {
+                return;
+            }
+            match result {
+                Ok((channel, stream)) => {
+                    info!(queue = %consumer.spec.queue, consumer = %consumer.spec.name, "consuming");
+                    consumer.backoff.reset();
+                    consumer.channel = Some(channel);
+                    consumer.stream = Some(ctx.add_stream(stream));
+                }
+                Err(err) => {
+                    warn!(queue = %consumer.spec.queue, error = %err, "cannot consume");
+                    consumer.reopen_later(ctx);
+                }
+            }
+        }));
+    }
+
+    fn reopen_later(&mut self, ctx: &mut Context<Self>) {
+        self.channel = None;
+        if let Some(stream) = self.stream.take() {
+            ctx.cancel_future(stream);
+        }
+        if self.stopping {
+            ctx.stop();
+            return;
+        }
+        let delay = self.backoff.next_delay();
+        info!(queue = %self.spec.queue, retry_in_ms = delay.as_millis() as u64, "reopening the consumer");
+        ctx.run_later(delay, |consumer, ctx| consumer.open(ctx));
+    }
+
+    /// Starts `count` consumers on the current arbiter.
     pub fn start_pool(
         count: usize,
         link: BrokerLink,
@@ -72,8 +122,7 @@ impl<H: DeliveryHandler> QueueConsumer<H> {
             .map(|i| {
                 let mut spec = spec.clone();
                 spec.name = format!("{}-{i}", spec.name);
-                let consumer = Self::new(link.clone(), names.clone(), spec, handler.clone());
-                Supervisor::start(move |_| consumer)
+                Self::new(link.clone(), names.clone(), spec, handler.clone()).start()
             })
             .collect()
     }
@@ -105,28 +154,24 @@ impl<H: DeliveryHandler> Actor for QueueConsumer<H> {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        // Nothing but the supervisor talks to this actor.
+        // Nothing but its owner talks to this actor.
         ctx.set_mailbox_capacity(4);
-        let opening = open(self.link.clone(), self.names.clone(), self.spec.clone());
-        ctx.wait(opening.into_actor(self).map(|result, consumer, ctx| match result {
-            Ok((channel, stream)) => {
-                info!(queue = %consumer.spec.queue, consumer = %consumer.spec.name, "consuming");
-                consumer.backoff.reset();
-                consumer.channel = Some(channel);
-                ctx.add_stream(stream);
-            }
-            Err(err) => {
-                let delay = consumer.backoff.next_delay();
-                warn!(queue = %consumer.spec.queue, error = %err, retry_in_ms = delay.as_millis() as u64, "cannot consume");
-                ctx.run_later(delay, |_, ctx| ctx.stop());
-            }
-        }));
+        self.open(ctx);
     }
 }
 
-impl<H: DeliveryHandler> Supervised for QueueConsumer<H> {
-    fn restarting(&mut self, _ctx: &mut Self::Context) {
-        self.channel = None;
+impl<H: DeliveryHandler> Handler<StopConsuming> for QueueConsumer<H> {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, _msg: StopConsuming, _ctx: &mut Self::Context) -> Self::Result {
+        self.stopping = true;
+        let channel = self.channel.take();
+        let closing = async move {
+            if let Some(channel) = channel {
+                let _ = channel.close(200, "consumer stopping".into()).await;
+            }
+        };
+        Box::pin(closing.into_actor(self).map(|(), _consumer, ctx| ctx.stop()))
     }
 }
 
@@ -138,15 +183,26 @@ impl<H: DeliveryHandler> StreamHandler<Result<Delivery, lapin::Error>> for Queue
                 ctx.wait(self.handler.handle(delivery).into_actor(self));
             }
             Err(err) => {
-                warn!(queue = %self.spec.queue, error = %err, "consumer failed; reopening");
-                ctx.stop();
+                if !self.stopping {
+                    warn!(queue = %self.spec.queue, error = %err, "consumer failed");
+                }
+                self.reopen_later(ctx);
             }
         }
     }
 
     fn finished(&mut self, ctx: &mut Self::Context) {
-        warn!(queue = %self.spec.queue, "consumer stream ended; reopening");
-        ctx.stop();
+        if !self.stopping {
+            warn!(queue = %self.spec.queue, "consumer stream ended");
+        }
+        self.reopen_later(ctx);
+    }
+}
+
+/// Stops every consumer of `pool` and waits until their channels are closed.
+pub async fn stop_all<H: DeliveryHandler>(pool: &[Addr<QueueConsumer<H>>]) {
+    for consumer in pool {
+        let _ = consumer.send(StopConsuming).await;
     }
 }
 
