@@ -6,6 +6,7 @@ pub mod audience;
 pub mod bench;
 pub mod demo;
 pub mod local_cluster;
+pub mod mocks;
 pub mod process;
 pub mod procinfo;
 pub mod seed;

@@ -2,6 +2,7 @@
 //! under `load-tests/results/`.
 
 pub mod harvest;
+pub mod mocks;
 
 use std::path::Path;
 

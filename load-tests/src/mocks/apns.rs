@@ -1,0 +1,404 @@
+//! A mock of Apple's APNs provider API (HTTP/2 over TLS only) that checks
+//! requests the way Apple does and answers with Apple's statuses and
+//! `{"reason": ...}` bodies.
+//!
+//! `POST /3/device/{token}` needs an ES256 provider token signed by the key
+//! the mock wrote as a `.p8` file, with the mock's key id (`kid`) and team id
+//! (`iss`) and an `iat` less than an hour old; `apns-topic` (the bundle id),
+//! `apns-push-type` (`alert` | `background`), `apns-priority` (5 | 10),
+//! `apns-expiration` (integer), `apns-collapse-id` (≤ 64 bytes), `apns-id`
+//! (a UUID), none of them twice, and a JSON body of at most 4096 bytes
+//! holding an `aps` object (with `alert` for alert pushes).
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use rcgen::KeyPair;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::control::{self, MockState};
+use super::faults::Verdict;
+use super::server::{Body, ConnectionId, Listener, Protocols, serve_tls};
+use super::tls::TestPki;
+use super::{unix_ms, unix_s};
+
+/// Largest payload Apple accepts.
+pub const MAX_PAYLOAD: usize = 4096;
+/// Provider tokens older than this are refused (`ExpiredProviderToken`).
+const TOKEN_MAX_AGE_S: u64 = 3600;
+/// A provider token `iat` this far in the future is tolerated (clock skew).
+const CLOCK_SKEW_S: u64 = 60;
+/// A connection may switch provider tokens at most once in this long.
+const MIN_TOKEN_UPDATE_INTERVAL: Duration = Duration::from_secs(20 * 60);
+
+/// Where to listen and which credentials to mint.
+#[derive(Debug, Clone)]
+pub struct ApnsMockConfig {
+    pub addr: SocketAddr,
+    pub control_addr: SocketAddr,
+    /// Where the CA certificate and the `.p8` key are written.
+    pub dir: PathBuf,
+    pub team_id: String,
+    pub key_id: String,
+    pub bundle_id: String,
+}
+
+impl ApnsMockConfig {
+    /// Free ports on 127.0.0.1 and test credentials, files under `dir`.
+    pub fn local(dir: PathBuf) -> Self {
+        Self {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            control_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            dir,
+            team_id: "CLARIONTM1".into(),
+            key_id: "CLARIONK01".into(),
+            bundle_id: "com.clarion.news".into(),
+        }
+    }
+}
+
+/// A running mock; stops when dropped.
+pub struct ApnsMock {
+    /// Base URL of the push API, e.g. `https://127.0.0.1:40001`.
+    pub endpoint: String,
+    /// Base URL of the control API.
+    pub control: String,
+    pub ca_file: PathBuf,
+    pub key_file: PathBuf,
+    pub key_id: String,
+    pub team_id: String,
+    pub bundle_id: String,
+    pub state: Arc<MockState>,
+    _push: Listener,
+    _control: Listener,
+}
+
+impl ApnsMock {
+    pub async fn start(config: ApnsMockConfig) -> Result<Self> {
+        let pki = TestPki::generate("APNs")?;
+        let ca_file = config.dir.join("apns-ca.pem");
+        pki.write_ca(&ca_file)?;
+        let key = KeyPair::generate().context("generating the provider key")?;
+        let key_file = config.dir.join(format!("AuthKey_{}.p8", config.key_id));
+        std::fs::write(&key_file, key.serialize_pem())
+            .with_context(|| format!("writing {}", key_file.display()))?;
+
+        let (state, control) = control::start(config.control_addr)
+            .await
+            .context("binding the mock's control API")?;
+        let apns = Arc::new(Apns {
+            state: state.clone(),
+            decoding_key: DecodingKey::from_ec_pem(key.public_key_pem().as_bytes())
+                .context("loading the provider public key")?,
+            key_id: config.key_id.clone(),
+            team_id: config.team_id.clone(),
+            bundle_id: config.bundle_id.clone(),
+            verified: RwLock::new(HashMap::new()),
+            connections: Mutex::new(HashMap::new()),
+        });
+        let push = serve_tls(
+            config.addr,
+            pki.server_config(Protocols::Http2Only.alpn())?,
+            move |request, connection| {
+                let apns = apns.clone();
+                async move { apns.handle(request, connection).await }
+            },
+        )
+        .await
+        .context("binding the APNs mock")?;
+        Ok(Self {
+            endpoint: format!("https://{}", push.addr),
+            control: format!("http://{}", control.addr),
+            ca_file,
+            key_file,
+            key_id: config.key_id,
+            team_id: config.team_id,
+            bundle_id: config.bundle_id,
+            state,
+            _push: push,
+            _control: control,
+        })
+    }
+
+    /// The dispatcher settings that point at this mock.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("CLARION_APNS_ENDPOINT", self.endpoint.clone()),
+            ("CLARION_APNS_KEY_FILE", self.key_file.display().to_string()),
+            ("CLARION_APNS_KEY_ID", self.key_id.clone()),
+            ("CLARION_APNS_TEAM_ID", self.team_id.clone()),
+            ("CLARION_APNS_TOPIC", self.bundle_id.clone()),
+        ]
+    }
+}
+
+/// What the mock reads of a push body (the rest is skipped unparsed).
+#[derive(Deserialize)]
+struct Payload {
+    aps: Option<Aps>,
+}
+
+#[derive(Deserialize)]
+struct Aps {
+    alert: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct Claims {
+    iss: String,
+    iat: u64,
+}
+
+/// Which provider token a connection uses, its `iat`, and since when.
+struct ConnectionAuth {
+    token: String,
+    iat: u64,
+    changed_at: Instant,
+}
+
+struct Apns {
+    state: Arc<MockState>,
+    decoding_key: DecodingKey,
+    key_id: String,
+    team_id: String,
+    bundle_id: String,
+    /// Provider tokens whose signature was checked, with their `iat`.
+    verified: RwLock<HashMap<String, u64>>,
+    connections: Mutex<HashMap<ConnectionId, ConnectionAuth>>,
+}
+
+/// An answer other than 200.
+struct Refusal {
+    status: u16,
+    reason: &'static str,
+    retry_after_s: Option<u64>,
+}
+
+fn refuse(status: u16, reason: &'static str) -> Refusal {
+    Refusal {
+        status,
+        reason,
+        retry_after_s: None,
+    }
+}
+
+impl Apns {
+    async fn handle(&self, request: Request<Incoming>, connection: ConnectionId) -> Response<Body> {
+        let started = Instant::now();
+        let apns_id = request
+            .headers()
+            .get("apns-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let token = request
+            .uri()
+            .path()
+            .strip_prefix("/3/device/")
+            .unwrap_or_default()
+            .to_owned();
+        let outcome = self.check(request, &token, connection).await;
+        self.state.faults.delay().await;
+        let status = outcome.as_ref().map_or_else(|refusal| refusal.status, |()| 200);
+        self.state.accounting.record(&token, status, started.elapsed());
+        let apns_id = match apns_id {
+            Some(id) if uuid::Uuid::parse_str(&id).is_ok() => id,
+            _ => uuid::Uuid::new_v4().to_string(),
+        };
+        let builder = Response::builder().status(status).header("apns-id", apns_id);
+        let response = match outcome {
+            Ok(()) => builder.body(Full::new(Bytes::new())),
+            Err(refusal) => {
+                let mut body = json!({"reason": refusal.reason});
+                if refusal.reason == "Unregistered" {
+                    body["timestamp"] = json!(unix_ms());
+                }
+                let builder = match refusal.retry_after_s {
+                    Some(seconds) => builder.header("retry-after", seconds),
+                    None => builder,
+                };
+                builder
+                    .header("content-type", "application/json")
+                    .body(Full::new(Bytes::from(body.to_string())))
+            }
+        };
+        response.unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
+    }
+
+    async fn check(
+        &self,
+        request: Request<Incoming>,
+        token: &str,
+        connection: ConnectionId,
+    ) -> Result<(), Refusal> {
+        if request.method() != Method::POST {
+            return Err(refuse(405, "MethodNotAllowed"));
+        }
+        if !request.uri().path().starts_with("/3/device/") {
+            return Err(refuse(404, "BadPath"));
+        }
+        if token.is_empty() {
+            return Err(refuse(400, "MissingDeviceToken"));
+        }
+        let (parts, body) = request.into_parts();
+        let repeated = [
+            "authorization",
+            "apns-topic",
+            "apns-push-type",
+            "apns-priority",
+            "apns-expiration",
+            "apns-collapse-id",
+            "apns-id",
+        ]
+        .iter()
+        .any(|name| parts.headers.get_all(*name).iter().count() > 1);
+        if repeated {
+            return Err(refuse(400, "DuplicateHeaders"));
+        }
+        let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+        self.authenticate(header("authorization"), connection)?;
+
+        match header("apns-topic") {
+            None => return Err(refuse(400, "MissingTopic")),
+            Some(topic) if topic != self.bundle_id => return Err(refuse(400, "DeviceTokenNotForTopic")),
+            Some(_) => {}
+        }
+        let push_type = header("apns-push-type").unwrap_or_default();
+        if !matches!(push_type, "alert" | "background") {
+            return Err(refuse(400, "InvalidPushType"));
+        }
+        match header("apns-priority") {
+            None | Some("10") if push_type == "alert" => {}
+            None | Some("5") => {}
+            Some(_) => return Err(refuse(400, "BadPriority")),
+        }
+        if header("apns-expiration").is_some_and(|v| v.parse::<u64>().is_err()) {
+            return Err(refuse(400, "BadExpirationDate"));
+        }
+        if header("apns-collapse-id").is_some_and(|v| v.len() > 64) {
+            return Err(refuse(400, "BadCollapseId"));
+        }
+        if header("apns-id").is_some_and(|v| uuid::Uuid::parse_str(v).is_err()) {
+            return Err(refuse(400, "BadMessageId"));
+        }
+
+        let body = match Limited::new(body, MAX_PAYLOAD + 1).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(_) => return Err(refuse(413, "PayloadTooLarge")),
+        };
+        if body.len() > MAX_PAYLOAD {
+            return Err(refuse(413, "PayloadTooLarge"));
+        }
+        let payload: Payload = serde_json::from_slice(&body).map_err(|_| refuse(400, "PayloadEmpty"))?;
+        match payload.aps {
+            Some(aps) if push_type != "alert" || aps.alert.is_some() => {}
+            _ => return Err(refuse(400, "PayloadEmpty")),
+        }
+
+        if token.len() != 64 || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(refuse(400, "BadDeviceToken"));
+        }
+        match self.state.faults.judge(token) {
+            Verdict::Serve => Ok(()),
+            Verdict::Dead => Err(refuse(410, "Unregistered")),
+            Verdict::Invalid => Err(refuse(400, "BadDeviceToken")),
+            Verdict::Foreign => Err(refuse(400, "DeviceTokenNotForTopic")),
+            Verdict::Limited { .. } => Err(refuse(429, "TooManyRequests")),
+            Verdict::Error(status) => Err(Refusal {
+                status,
+                reason: match status {
+                    429 => "TooManyRequests",
+                    500 => "InternalServerError",
+                    503 => "ServiceUnavailable",
+                    _ => "InternalServerError",
+                },
+                retry_after_s: (status == 503).then(|| self.state.faults.retry_after_s()),
+            }),
+        }
+    }
+
+    /// Checks the provider token and how often this connection changes it.
+    fn authenticate(&self, authorization: Option<&str>, connection: ConnectionId) -> Result<(), Refusal> {
+        let jwt = authorization
+            .and_then(|value| {
+                value
+                    .strip_prefix("bearer ")
+                    .or_else(|| value.strip_prefix("Bearer "))
+            })
+            .ok_or_else(|| refuse(403, "MissingProviderToken"))?;
+        let mut connections = self.connections.lock().unwrap_or_else(|p| p.into_inner());
+        let known = connections
+            .get(&connection)
+            .filter(|auth| auth.token == jwt)
+            .map(|auth| auth.iat);
+        let iat = match known {
+            Some(iat) => iat,
+            None => self.verify(jwt)?,
+        };
+        let now = unix_s();
+        if iat + TOKEN_MAX_AGE_S < now {
+            return Err(refuse(403, "ExpiredProviderToken"));
+        }
+        if iat > now + CLOCK_SKEW_S {
+            return Err(refuse(403, "InvalidProviderToken"));
+        }
+        if known.is_some() {
+            return Ok(());
+        }
+        if let Some(current) = connections.get(&connection)
+            && current.changed_at.elapsed() < MIN_TOKEN_UPDATE_INTERVAL
+        {
+            return Err(refuse(429, "TooManyProviderTokenUpdates"));
+        }
+        if connections.len() > 10_000 {
+            connections.clear();
+        }
+        connections.insert(
+            connection,
+            ConnectionAuth {
+                token: jwt.to_owned(),
+                iat,
+                changed_at: Instant::now(),
+            },
+        );
+        Ok(())
+    }
+
+    /// The `iat` of a correctly signed provider token (signatures are checked
+    /// once per distinct token).
+    fn verify(&self, jwt: &str) -> Result<u64, Refusal> {
+        if let Some(iat) = self.verified.read().unwrap_or_else(|p| p.into_inner()).get(jwt) {
+            return Ok(*iat);
+        }
+        let invalid = || refuse(403, "InvalidProviderToken");
+        let header = jsonwebtoken::decode_header(jwt).map_err(|_| invalid())?;
+        if header.alg != Algorithm::ES256 || header.kid.as_deref() != Some(self.key_id.as_str()) {
+            return Err(invalid());
+        }
+        let mut validation = Validation::new(Algorithm::ES256);
+        validation.validate_exp = false;
+        validation.required_spec_claims = HashSet::from(["iss".to_owned()]);
+        validation.set_issuer(&[&self.team_id]);
+        let claims = jsonwebtoken::decode::<Claims>(jwt, &self.decoding_key, &validation)
+            .map_err(|_| invalid())?
+            .claims;
+        if claims.iss != self.team_id {
+            return Err(invalid());
+        }
+        let mut verified = self.verified.write().unwrap_or_else(|p| p.into_inner());
+        if verified.len() > 10_000 {
+            verified.clear();
+        }
+        verified.insert(jwt.to_owned(), claims.iat);
+        Ok(claims.iat)
+    }
+}

@@ -1,0 +1,591 @@
+//! A mock of Firebase Cloud Messaging's HTTP v1 API and of Google's OAuth2
+//! token endpoint, answering with Google's statuses and error bodies.
+//!
+//! - Token endpoint (its own listener, HTTP/1.1 or HTTP/2 over TLS):
+//!   `POST /token` with `grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer`
+//!   and an RS256 `assertion` signed by the service account the mock wrote
+//!   (`iss` = its `client_email`, `aud` = its `token_uri`, `scope` with
+//!   `https://www.googleapis.com/auth/firebase.messaging`, at most an hour
+//!   long); answers `{"access_token", "expires_in", "token_type"}`.
+//! - Send endpoint (HTTP/2 over TLS only):
+//!   `POST /v1/projects/{project}/messages:send` with a bearer token issued
+//!   above and a v1 message (`message.token`, `notification`,
+//!   `android.priority`, `android.ttl` as `"3600s"`, `android.collapse_key`,
+//!   `data` with string values); answers `{"name": ...}` or Google's error
+//!   JSON with `error.details[].errorCode`.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use rcgen::{KeyPair, PKCS_RSA_SHA256};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::control::{self, MockState};
+use super::faults::Verdict;
+use super::server::{Body, Listener, Protocols, json_response, serve_tls};
+use super::tls::TestPki;
+use super::{unix_ms, unix_s};
+
+pub const FCM_SCOPE: &str = "https://www.googleapis.com/auth/firebase.messaging";
+const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+/// Largest send request read.
+const MAX_BODY: usize = 64 * 1024;
+/// Largest message payload (notification + data), as FCM enforces.
+const MAX_PAYLOAD: usize = 4000;
+/// Longest assertion lifetime Google accepts.
+const MAX_ASSERTION_LIFETIME_S: u64 = 3600;
+const CLOCK_SKEW_S: u64 = 60;
+
+#[derive(Debug, Clone)]
+pub struct FcmMockConfig {
+    pub addr: SocketAddr,
+    pub token_addr: SocketAddr,
+    pub control_addr: SocketAddr,
+    /// Where the CA certificate and the service-account JSON are written.
+    pub dir: PathBuf,
+    pub project_id: String,
+    /// Lifetime of issued access tokens.
+    pub token_lifetime: Duration,
+}
+
+impl FcmMockConfig {
+    pub fn local(dir: PathBuf) -> Self {
+        Self {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            token_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            control_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            dir,
+            project_id: "clarion-news".into(),
+            token_lifetime: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// A running mock; stops when dropped.
+pub struct FcmMock {
+    /// Base URL of the send API.
+    pub endpoint: String,
+    /// The OAuth2 token URI written into the service account.
+    pub token_uri: String,
+    pub control: String,
+    pub ca_file: PathBuf,
+    pub credentials_file: PathBuf,
+    pub project_id: String,
+    pub client_email: String,
+    pub state: Arc<MockState>,
+    _send: Listener,
+    _token: Listener,
+    _control: Listener,
+}
+
+impl FcmMock {
+    pub async fn start(config: FcmMockConfig) -> Result<Self> {
+        let pki = TestPki::generate("FCM")?;
+        let ca_file = config.dir.join("fcm-ca.pem");
+        pki.write_ca(&ca_file)?;
+        let key = KeyPair::generate_for(&PKCS_RSA_SHA256).context("generating the service-account key")?;
+        let client_email = format!("clarion-mock@{}.iam.gserviceaccount.com", config.project_id);
+
+        let (state, control) = control::start(config.control_addr)
+            .await
+            .context("binding the mock's control API")?;
+        let token_listener = {
+            // Bind first: the token URI names the port.
+            let probe = std::net::TcpListener::bind(config.token_addr)?;
+            let addr = probe.local_addr()?;
+            drop(probe);
+            addr
+        };
+        let token_uri = format!("https://{token_listener}/token");
+        let oauth = Arc::new(OAuth {
+            decoding_key: DecodingKey::from_rsa_pem(key.public_key_pem().as_bytes())
+                .context("loading the service-account public key")?,
+            client_email: client_email.clone(),
+            token_uri: token_uri.clone(),
+            lifetime: config.token_lifetime,
+            issued: RwLock::new(HashMap::new()),
+        });
+        let fcm = Arc::new(Fcm {
+            state: state.clone(),
+            oauth: oauth.clone(),
+            project_id: config.project_id.clone(),
+            next_message: AtomicU64::new(1),
+        });
+
+        let credentials_file = config.dir.join("fcm-service-account.json");
+        let credentials = json!({
+            "type": "service_account",
+            "project_id": config.project_id,
+            "private_key_id": "clarion-mock-key",
+            "private_key": key.serialize_pem(),
+            "client_email": client_email,
+            "client_id": "100000000000000000001",
+            "auth_uri": "https://accounts.google.com/o/oauth2/auth",
+            "token_uri": token_uri,
+            "auth_provider_x509_cert_url": "https://www.googleapis.com/oauth2/v1/certs",
+            "client_x509_cert_url": "https://www.googleapis.com/robot/v1/metadata/x509/clarion-mock",
+        });
+        std::fs::create_dir_all(&config.dir)?;
+        std::fs::write(&credentials_file, serde_json::to_vec_pretty(&credentials)?)
+            .with_context(|| format!("writing {}", credentials_file.display()))?;
+
+        let send = serve_tls(
+            config.addr,
+            pki.server_config(Protocols::Http2Only.alpn())?,
+            move |request, _| {
+                let fcm = fcm.clone();
+                async move { fcm.handle(request).await }
+            },
+        )
+        .await
+        .context("binding the FCM mock")?;
+        let token = serve_tls(
+            token_listener,
+            pki.server_config(Protocols::Http2AndHttp1.alpn())?,
+            move |request, _| {
+                let oauth = oauth.clone();
+                async move { oauth.handle(request).await }
+            },
+        )
+        .await
+        .context("binding the OAuth2 token endpoint")?;
+        Ok(Self {
+            endpoint: format!("https://{}", send.addr),
+            token_uri,
+            control: format!("http://{}", control.addr),
+            ca_file,
+            credentials_file,
+            project_id: config.project_id,
+            client_email,
+            state,
+            _send: send,
+            _token: token,
+            _control: control,
+        })
+    }
+
+    /// The dispatcher settings that point at this mock.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("CLARION_FCM_ENDPOINT", self.endpoint.clone()),
+            (
+                "CLARION_FCM_CREDENTIALS_FILE",
+                self.credentials_file.display().to_string(),
+            ),
+            ("CLARION_FCM_PROJECT_ID", self.project_id.clone()),
+        ]
+    }
+}
+
+#[derive(Deserialize)]
+struct AssertionClaims {
+    iss: String,
+    scope: String,
+    iat: u64,
+    exp: u64,
+}
+
+struct OAuth {
+    decoding_key: DecodingKey,
+    client_email: String,
+    token_uri: String,
+    lifetime: Duration,
+    /// Access token → when it expires.
+    issued: RwLock<HashMap<String, Instant>>,
+}
+
+impl OAuth {
+    async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
+        if request.method() != Method::POST || request.uri().path() != "/token" {
+            return json_response(404, &json!({"error": "not_found"}));
+        }
+        let Ok(body) = Limited::new(request.into_body(), MAX_BODY).collect().await else {
+            return oauth_error("invalid_request", "unreadable body");
+        };
+        let form: HashMap<String, String> = url::form_urlencoded::parse(&body.to_bytes())
+            .into_owned()
+            .collect();
+        if form.get("grant_type").map(String::as_str) != Some(JWT_BEARER) {
+            return json_response(
+                400,
+                &json!({"error": "unsupported_grant_type", "error_description": "Invalid grant_type"}),
+            );
+        }
+        let Some(assertion) = form.get("assertion") else {
+            return oauth_error("invalid_request", "Missing required parameter: assertion");
+        };
+        match self.check_assertion(assertion) {
+            Ok(()) => {
+                let token = format!("ya29.mock-{}", uuid::Uuid::new_v4().simple());
+                let mut issued = self.issued.write().unwrap_or_else(|p| p.into_inner());
+                issued.retain(|_, expires| *expires > Instant::now());
+                issued.insert(token.clone(), Instant::now() + self.lifetime);
+                json_response(
+                    200,
+                    &json!({"access_token": token, "expires_in": self.lifetime.as_secs(), "token_type": "Bearer"}),
+                )
+            }
+            Err(description) => oauth_error("invalid_grant", description),
+        }
+    }
+
+    fn check_assertion(&self, assertion: &str) -> Result<(), &'static str> {
+        let header = jsonwebtoken::decode_header(assertion).map_err(|_| "Invalid JWT: malformed")?;
+        if header.alg != Algorithm::RS256 {
+            return Err("Invalid JWT: algorithm must be RS256");
+        }
+        let mut validation = Validation::new(Algorithm::RS256);
+        validation.set_audience(&[&self.token_uri]);
+        validation.set_issuer(&[&self.client_email]);
+        validation.required_spec_claims =
+            HashSet::from(["exp".to_owned(), "iss".to_owned(), "aud".to_owned()]);
+        validation.leeway = CLOCK_SKEW_S;
+        let claims = jsonwebtoken::decode::<AssertionClaims>(assertion, &self.decoding_key, &validation)
+            .map_err(|err| match err.kind() {
+                jsonwebtoken::errors::ErrorKind::InvalidSignature => "Invalid JWT Signature.",
+                jsonwebtoken::errors::ErrorKind::ExpiredSignature => {
+                    "Invalid JWT: Token must be a short-lived token"
+                }
+                jsonwebtoken::errors::ErrorKind::InvalidAudience => "Invalid JWT: audience",
+                jsonwebtoken::errors::ErrorKind::InvalidIssuer => "Invalid JWT: issuer",
+                _ => "Invalid JWT",
+            })?
+            .claims;
+        if claims.iss != self.client_email {
+            return Err("Invalid JWT: issuer");
+        }
+        let now = unix_s();
+        if claims.iat > now + CLOCK_SKEW_S
+            || claims.exp < claims.iat
+            || claims.exp - claims.iat > MAX_ASSERTION_LIFETIME_S
+        {
+            return Err(
+                "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe",
+            );
+        }
+        if !claims.scope.split(' ').any(|scope| scope == FCM_SCOPE) {
+            return Err("Invalid OAuth scope or ID token audience provided.");
+        }
+        Ok(())
+    }
+
+    fn accepts(&self, token: &str) -> bool {
+        self.issued
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(token)
+            .is_some_and(|expires| *expires > Instant::now())
+    }
+}
+
+fn oauth_error(error: &str, description: &str) -> Response<Body> {
+    json_response(400, &json!({"error": error, "error_description": description}))
+}
+
+struct Fcm {
+    state: Arc<MockState>,
+    oauth: Arc<OAuth>,
+    project_id: String,
+    next_message: AtomicU64,
+}
+
+/// A Google API error: HTTP status, `error.status`, the FCM `errorCode`.
+struct GoogleError {
+    code: u16,
+    status: &'static str,
+    error_code: Option<&'static str>,
+    message: String,
+    retry_after_s: Option<u64>,
+}
+
+fn google(
+    code: u16,
+    status: &'static str,
+    error_code: Option<&'static str>,
+    message: impl Into<String>,
+) -> GoogleError {
+    GoogleError {
+        code,
+        status,
+        error_code,
+        message: message.into(),
+        retry_after_s: None,
+    }
+}
+
+fn invalid_argument(message: impl Into<String>) -> GoogleError {
+    google(400, "INVALID_ARGUMENT", Some("INVALID_ARGUMENT"), message)
+}
+
+impl Fcm {
+    async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
+        let started = Instant::now();
+        let (token, outcome) = self.check(request).await;
+        self.state.faults.delay().await;
+        let status = outcome.as_ref().map_or_else(|err| err.code, |_| 200);
+        self.state.accounting.record(&token, status, started.elapsed());
+        match outcome {
+            Ok(name) => json_response(200, &json!({"name": name})),
+            Err(err) => {
+                let mut error = json!({"code": err.code, "message": err.message, "status": err.status});
+                if let Some(code) = err.error_code {
+                    error["details"] = json!([{
+                        "@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError",
+                        "errorCode": code,
+                    }]);
+                }
+                let body = json!({"error": error}).to_string();
+                let mut builder = Response::builder()
+                    .status(err.code)
+                    .header("content-type", "application/json; charset=UTF-8");
+                if let Some(seconds) = err.retry_after_s {
+                    builder = builder.header("retry-after", seconds);
+                }
+                builder
+                    .body(Full::new(Bytes::from(body)))
+                    .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
+            }
+        }
+    }
+
+    /// The token the request was for (empty when unreadable) and its outcome.
+    async fn check(&self, request: Request<Incoming>) -> (String, Result<String, GoogleError>) {
+        let expected_path = format!("/v1/projects/{}/messages:send", self.project_id);
+        let path = request.uri().path().to_owned();
+        if request.method() != Method::POST
+            || !path.starts_with("/v1/projects/")
+            || !path.ends_with("/messages:send")
+        {
+            return (String::new(), Err(google(404, "NOT_FOUND", None, "Not found")));
+        }
+        let authorized = request
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|token| self.oauth.accepts(token));
+        if !authorized {
+            let message = "Request had invalid authentication credentials. Expected OAuth 2 access token.";
+            return (String::new(), Err(google(401, "UNAUTHENTICATED", None, message)));
+        }
+        if path != expected_path {
+            let message = "Permission 'cloudmessaging.messages.create' denied on resource";
+            return (
+                String::new(),
+                Err(google(403, "PERMISSION_DENIED", None, message)),
+            );
+        }
+        let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(_) => {
+                return (
+                    String::new(),
+                    Err(invalid_argument("Request payload size exceeds the limit")),
+                );
+            }
+        };
+        let message = match serde_json::from_slice::<Value>(&body) {
+            Ok(value) => value,
+            Err(err) => {
+                return (
+                    String::new(),
+                    Err(invalid_argument(format!("Invalid JSON payload received. {err}"))),
+                );
+            }
+        };
+        let token = message
+            .pointer("/message/token")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let outcome = self
+            .check_message(&message, &token)
+            .and_then(|()| self.judge(&token));
+        (token, outcome)
+    }
+
+    fn check_message(&self, body: &Value, token: &str) -> Result<(), GoogleError> {
+        let Some(message) = body.get("message").and_then(Value::as_object) else {
+            return Err(invalid_argument(
+                "Invalid JSON payload received. Missing 'message'.",
+            ));
+        };
+        const KNOWN: [&str; 8] = [
+            "name",
+            "token",
+            "notification",
+            "android",
+            "data",
+            "apns",
+            "webpush",
+            "fcm_options",
+        ];
+        if let Some(unknown) = message.keys().find(|key| !KNOWN.contains(&key.as_str())) {
+            return Err(invalid_argument(format!(
+                "Invalid JSON payload received. Unknown name \"{unknown}\" at 'message'"
+            )));
+        }
+        if token.is_empty() {
+            return Err(invalid_argument("Recipient of the message is not set."));
+        }
+        if let Some(notification) = message.get("notification") {
+            for field in ["title", "body", "image"] {
+                if notification.get(field).is_some_and(|v| !v.is_string()) {
+                    return Err(invalid_argument(format!(
+                        "Invalid value at 'message.notification.{field}'"
+                    )));
+                }
+            }
+        }
+        if let Some(data) = message.get("data") {
+            let all_strings = data
+                .as_object()
+                .is_some_and(|map| map.values().all(Value::is_string));
+            if !all_strings {
+                return Err(invalid_argument(
+                    "Invalid value at 'message.data': values must be strings",
+                ));
+            }
+        }
+        if let Some(android) = message.get("android") {
+            if let Some(priority) = android.get("priority") {
+                let valid = priority
+                    .as_str()
+                    .is_some_and(|p| p.eq_ignore_ascii_case("high") || p.eq_ignore_ascii_case("normal"));
+                if !valid {
+                    return Err(invalid_argument("Invalid value at 'message.android.priority'"));
+                }
+            }
+            if android
+                .get("ttl")
+                .is_some_and(|ttl| !ttl.as_str().is_some_and(is_duration))
+            {
+                return Err(invalid_argument(
+                    "Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration)",
+                ));
+            }
+            if android.get("collapse_key").is_some_and(|v| !v.is_string()) {
+                return Err(invalid_argument(
+                    "Invalid value at 'message.android.collapse_key'",
+                ));
+            }
+        }
+        let size = ["notification", "data"]
+            .iter()
+            .filter_map(|field| message.get(*field))
+            .map(|value| value.to_string().len())
+            .sum::<usize>();
+        if size > MAX_PAYLOAD {
+            return Err(invalid_argument("Android message is too big"));
+        }
+        if clarion_proto::platform::normalize_token(clarion_proto::Platform::Android, token).is_err() {
+            return Err(invalid_argument(
+                "The registration token is not a valid FCM registration token",
+            ));
+        }
+        Ok(())
+    }
+
+    fn judge(&self, token: &str) -> Result<String, GoogleError> {
+        let faults = &self.state.faults;
+        match faults.judge(token) {
+            Verdict::Serve => {
+                let n = self.next_message.fetch_add(1, Ordering::Relaxed);
+                Ok(format!(
+                    "projects/{}/messages/0:{}%{n:016x}",
+                    self.project_id,
+                    unix_ms()
+                ))
+            }
+            Verdict::Dead => Err(google(
+                404,
+                "NOT_FOUND",
+                Some("UNREGISTERED"),
+                "Requested entity was not found.",
+            )),
+            Verdict::Invalid => Err(invalid_argument(
+                "The registration token is not a valid FCM registration token",
+            )),
+            Verdict::Foreign => Err(google(
+                403,
+                "PERMISSION_DENIED",
+                Some("SENDER_ID_MISMATCH"),
+                "SenderId mismatch",
+            )),
+            Verdict::Limited { retry_after_s } => Err(GoogleError {
+                retry_after_s: Some(retry_after_s),
+                ..google(
+                    429,
+                    "RESOURCE_EXHAUSTED",
+                    Some("QUOTA_EXCEEDED"),
+                    "Quota exceeded for quota metric 'Messages'",
+                )
+            }),
+            Verdict::Error(status) => Err(match status {
+                401 => google(
+                    401,
+                    "UNAUTHENTICATED",
+                    Some("THIRD_PARTY_AUTH_ERROR"),
+                    "Auth error from APNS or Web Push Service",
+                ),
+                429 => GoogleError {
+                    retry_after_s: Some(faults.retry_after_s()),
+                    ..google(
+                        429,
+                        "RESOURCE_EXHAUSTED",
+                        Some("QUOTA_EXCEEDED"),
+                        "Quota exceeded",
+                    )
+                },
+                503 => GoogleError {
+                    retry_after_s: Some(faults.retry_after_s()),
+                    ..google(
+                        503,
+                        "UNAVAILABLE",
+                        Some("UNAVAILABLE"),
+                        "The service is currently unavailable.",
+                    )
+                },
+                _ => google(500, "INTERNAL", Some("INTERNAL"), "Internal error encountered."),
+            }),
+        }
+    }
+}
+
+/// A protobuf Duration in JSON: seconds with up to nine decimals and `s`.
+fn is_duration(value: &str) -> bool {
+    let Some(number) = value.strip_suffix('s') else {
+        return false;
+    };
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    !whole.is_empty()
+        && whole.bytes().all(|b| b.is_ascii_digit())
+        && fraction.len() <= 9
+        && fraction.bytes().all(|b| b.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_duration;
+
+    #[test]
+    fn durations_look_like_protobuf_json() {
+        for good in ["3600s", "0s", "1.5s", "10.000000001s"] {
+            assert!(is_duration(good), "{good}");
+        }
+        for bad in ["3600", "s", "1.s5", "-1s", "1.0000000001s", "1h"] {
+            assert!(!is_duration(bad), "{bad}");
+        }
+    }
+}

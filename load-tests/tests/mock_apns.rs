@@ -1,0 +1,426 @@
+//! The APNs mock driven by a plain HTTP/2 client: every answer Apple gives,
+//! the provider-token checks, the faults, the control API, and no HTTP/1.1.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clarion_load_tests::mocks::{ApnsMock, ApnsMockConfig, FaultConfig, Stats, digest};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use reqwest::header::{HeaderMap, HeaderValue};
+use reqwest::{Client, Response, StatusCode};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+struct Fixture {
+    mock: ApnsMock,
+    client: Client,
+    jwt: String,
+    _dir: TempDir,
+}
+
+/// The parts of a push a test may change.
+struct Push {
+    headers: HeaderMap,
+    body: String,
+}
+
+impl Push {
+    fn set(&mut self, name: &'static str, value: &str) {
+        self.headers
+            .insert(name, HeaderValue::from_str(value).expect("a header value"));
+    }
+
+    fn remove(&mut self, name: &'static str) {
+        self.headers.remove(name);
+    }
+}
+
+struct TempDir(std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+}
+
+fn provider_token(key_pem: &[u8], kid: &str, iss: &str, iat: u64) -> String {
+    let mut header = Header::new(Algorithm::ES256);
+    header.kid = Some(kid.to_owned());
+    let key = EncodingKey::from_ec_pem(key_pem).expect("a PKCS#8 EC key");
+    jsonwebtoken::encode(&header, &json!({"iss": iss, "iat": iat}), &key).expect("signed")
+}
+
+async fn start() -> Fixture {
+    let dir = std::env::temp_dir().join(format!("clarion-apns-{}", uuid::Uuid::new_v4().simple()));
+    let mock = ApnsMock::start(ApnsMockConfig::local(dir.clone()))
+        .await
+        .expect("mock starts");
+    let client = common::client(&mock.ca_file, false);
+    let key = std::fs::read(&mock.key_file).unwrap();
+    let jwt = provider_token(&key, &mock.key_id, &mock.team_id, now());
+    Fixture {
+        mock,
+        client,
+        jwt,
+        _dir: TempDir(dir),
+    }
+}
+
+impl Fixture {
+    /// A push with every header right; `edit` changes headers or body first.
+    async fn push_with(&self, token: &str, edit: impl FnOnce(&mut Push)) -> Response {
+        let mut push = Push {
+            headers: HeaderMap::new(),
+            body: json!({"aps": {"alert": {"title": "Breaking", "body": "News"}}}).to_string(),
+        };
+        push.set("authorization", &format!("bearer {}", self.jwt));
+        push.set("apns-topic", &self.mock.bundle_id);
+        push.set("apns-push-type", "alert");
+        push.set("apns-priority", "10");
+        push.set("apns-expiration", "1900000000");
+        edit(&mut push);
+        self.client
+            .post(format!("{}/3/device/{token}", self.mock.endpoint))
+            .headers(push.headers)
+            .body(push.body)
+            .send()
+            .await
+            .expect("request")
+    }
+
+    async fn push(&self, token: &str) -> Response {
+        self.push_with(token, |_| {}).await
+    }
+
+    async fn faults(&self, faults: FaultConfig) {
+        common::set_faults(&self.client, &self.mock.control, &faults).await;
+    }
+
+    async fn stats(&self) -> Stats {
+        self.client
+            .get(format!("{}/stats", self.mock.control))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+}
+
+async fn reason(response: Response) -> (StatusCode, Value) {
+    assert!(
+        response.headers().contains_key("apns-id"),
+        "every answer carries apns-id"
+    );
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn a_valid_push_is_accepted_over_http2_and_counted() {
+    let f = start().await;
+    let id = "123e4567-e89b-12d3-a456-426614174000";
+    let response = f.push_with(TOKEN, |p| p.set("apns-id", id)).await;
+    assert_eq!(response.version(), reqwest::Version::HTTP_2);
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()["apns-id"],
+        id,
+        "the request's apns-id is echoed"
+    );
+    let stats = f.stats().await;
+    assert_eq!((stats.accepted, stats.unique_tokens), (1, 1));
+    assert_eq!(stats.digest, digest([TOKEN]));
+    let lookup: Value = f
+        .client
+        .post(format!("{}/lookup", f.mock.control))
+        .json(&json!({"tokens": [TOKEN, "0".repeat(64)]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(lookup["counts"][0]["count"], 1);
+    assert_eq!(lookup["counts"][1]["count"], 0);
+}
+
+#[tokio::test]
+async fn malformed_requests_get_apples_reasons() {
+    let f = start().await;
+    let long_collapse = "c".repeat(65);
+    type Edit = Box<dyn FnOnce(&mut Push)>;
+    let cases: Vec<(&str, Edit, u16, &str)> = vec![
+        (
+            "no topic",
+            Box::new(|p| p.remove("apns-topic")),
+            400,
+            "MissingTopic",
+        ),
+        (
+            "other app",
+            Box::new(|p| p.set("apns-topic", "com.other.app")),
+            400,
+            "DeviceTokenNotForTopic",
+        ),
+        (
+            "voip push",
+            Box::new(|p| p.set("apns-push-type", "voip")),
+            400,
+            "InvalidPushType",
+        ),
+        (
+            "priority 7",
+            Box::new(|p| p.set("apns-priority", "7")),
+            400,
+            "BadPriority",
+        ),
+        (
+            "expiration text",
+            Box::new(|p| p.set("apns-expiration", "tomorrow")),
+            400,
+            "BadExpirationDate",
+        ),
+        (
+            "collapse id",
+            Box::new(move |p| p.set("apns-collapse-id", &long_collapse)),
+            400,
+            "BadCollapseId",
+        ),
+        (
+            "apns-id",
+            Box::new(|p| p.set("apns-id", "not-a-uuid")),
+            400,
+            "BadMessageId",
+        ),
+        (
+            "doubled header",
+            Box::new(|p| {
+                p.headers
+                    .append("apns-topic", HeaderValue::from_static("com.clarion.news"));
+            }),
+            400,
+            "DuplicateHeaders",
+        ),
+        ("empty body", Box::new(|p| p.body.clear()), 400, "PayloadEmpty"),
+        (
+            "no aps",
+            Box::new(|p| p.body = r#"{"link":"x"}"#.into()),
+            400,
+            "PayloadEmpty",
+        ),
+        (
+            "alert without alert",
+            Box::new(|p| p.body = r#"{"aps":{"sound":"default"}}"#.into()),
+            400,
+            "PayloadEmpty",
+        ),
+        (
+            "too large",
+            Box::new(|p| p.body = json!({"aps": {"alert": "x".repeat(4100)}}).to_string()),
+            413,
+            "PayloadTooLarge",
+        ),
+    ];
+    for (case, edit, status, expected) in cases {
+        let (got, body) = reason(f.push_with(TOKEN, edit).await).await;
+        assert_eq!(
+            (got.as_u16(), body["reason"].as_str()),
+            (status, Some(expected)),
+            "{case}"
+        );
+    }
+    // Background pushes take priority 5 and need no alert.
+    let response = f
+        .push_with(TOKEN, |p| {
+            p.set("apns-push-type", "background");
+            p.set("apns-priority", "5");
+            p.body = r#"{"aps":{"content-available":1}}"#.into();
+        })
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let (status, body) = reason(f.push("not-hex").await).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("BadDeviceToken"))
+    );
+}
+
+#[tokio::test]
+async fn provider_tokens_are_checked_like_apple_does() {
+    let f = start().await;
+    let key = std::fs::read(&f.mock.key_file).unwrap();
+    let other_key = rcgen::KeyPair::generate().unwrap().serialize_pem();
+    let cases = [
+        (
+            "another key",
+            provider_token(other_key.as_bytes(), &f.mock.key_id, &f.mock.team_id, now()),
+            "InvalidProviderToken",
+        ),
+        (
+            "wrong kid",
+            provider_token(&key, "WRONGKEY01", &f.mock.team_id, now()),
+            "InvalidProviderToken",
+        ),
+        (
+            "wrong team",
+            provider_token(&key, &f.mock.key_id, "OTHERTEAM1", now()),
+            "InvalidProviderToken",
+        ),
+        (
+            "stale iat",
+            provider_token(&key, &f.mock.key_id, &f.mock.team_id, now() - 3700),
+            "ExpiredProviderToken",
+        ),
+        (
+            "future iat",
+            provider_token(&key, &f.mock.key_id, &f.mock.team_id, now() + 3600),
+            "InvalidProviderToken",
+        ),
+        ("garbage", "not.a.jwt".to_owned(), "InvalidProviderToken"),
+    ];
+    for (case, jwt, expected) in cases {
+        let response = f
+            .push_with(TOKEN, |p| p.set("authorization", &format!("bearer {jwt}")))
+            .await;
+        let (status, body) = reason(response).await;
+        assert_eq!(
+            (status, body["reason"].as_str()),
+            (StatusCode::FORBIDDEN, Some(expected)),
+            "{case}"
+        );
+    }
+    let response = f.push_with(TOKEN, |p| p.remove("authorization")).await;
+    assert_eq!(reason(response).await.1["reason"], "MissingProviderToken");
+}
+
+#[tokio::test]
+async fn switching_provider_tokens_on_one_connection_too_often_is_refused() {
+    let f = start().await;
+    assert_eq!(f.push(TOKEN).await.status(), StatusCode::OK);
+    let key = std::fs::read(&f.mock.key_file).unwrap();
+    let newer = provider_token(&key, &f.mock.key_id, &f.mock.team_id, now() - 1);
+    // reqwest keeps the HTTP/2 connection: the second token arrives on it.
+    let response = f
+        .push_with(TOKEN, |p| p.set("authorization", &format!("bearer {newer}")))
+        .await;
+    let (status, body) = reason(response).await;
+    assert_eq!(
+        (status.as_u16(), body["reason"].as_str()),
+        (429, Some("TooManyProviderTokenUpdates"))
+    );
+}
+
+#[tokio::test]
+async fn faults_answer_410_400_429_500_503_and_add_latency() {
+    let f = start().await;
+    let dead = format!("dead{}", &TOKEN[4..]);
+    let invalid = "1".repeat(64);
+    let foreign = "2".repeat(64);
+    f.faults(FaultConfig {
+        dead_prefixes: vec!["dead".into()],
+        invalid: vec![invalid.clone()],
+        foreign: vec![foreign.clone()],
+        ..FaultConfig::default()
+    })
+    .await;
+    let (status, body) = reason(f.push(&dead).await).await;
+    assert_eq!(
+        (status.as_u16(), body["reason"].as_str()),
+        (410, Some("Unregistered"))
+    );
+    assert!(
+        body["timestamp"]
+            .as_u64()
+            .is_some_and(|ms| ms > 1_700_000_000_000),
+        "{body}"
+    );
+    let (status, body) = reason(f.push(&invalid).await).await;
+    assert_eq!(
+        (status.as_u16(), body["reason"].as_str()),
+        (400, Some("BadDeviceToken"))
+    );
+    let (status, body) = reason(f.push(&foreign).await).await;
+    assert_eq!(
+        (status.as_u16(), body["reason"].as_str()),
+        (400, Some("DeviceTokenNotForTopic"))
+    );
+
+    for (code, expected) in [
+        (500u16, "InternalServerError"),
+        (503, "ServiceUnavailable"),
+        (429, "TooManyRequests"),
+    ] {
+        f.faults(FaultConfig {
+            error_rates: [(code, 1.0)].into(),
+            ..FaultConfig::default()
+        })
+        .await;
+        let (status, body) = reason(f.push(TOKEN).await).await;
+        assert_eq!((status.as_u16(), body["reason"].as_str()), (code, Some(expected)));
+    }
+
+    f.faults(FaultConfig {
+        throttle_per_s: Some(2),
+        ..FaultConfig::default()
+    })
+    .await;
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        statuses.push(f.push(TOKEN).await.status().as_u16());
+    }
+    assert!(
+        statuses.contains(&429),
+        "the throttle answers 429 past its rate: {statuses:?}"
+    );
+
+    f.faults(FaultConfig {
+        latency_ms: 120.0,
+        ..FaultConfig::default()
+    })
+    .await;
+    let started = std::time::Instant::now();
+    assert_eq!(f.push(TOKEN).await.status(), StatusCode::OK);
+    assert!(
+        started.elapsed() >= Duration::from_millis(120),
+        "latency is added"
+    );
+
+    let stats = f.stats().await;
+    assert_eq!(stats.by_status.get(&410), Some(&1));
+    assert!(stats.latency.max_us >= 120_000);
+    let reset = f
+        .client
+        .post(format!("{}/reset", f.mock.control))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reset.status(), StatusCode::NO_CONTENT);
+    assert_eq!(f.stats().await.by_status.len(), 0);
+}
+
+#[tokio::test]
+async fn http1_clients_are_refused() {
+    let f = start().await;
+    let http1 = common::client(&f.mock.ca_file, true);
+    let result = http1
+        .post(format!("{}/3/device/{TOKEN}", f.mock.endpoint))
+        .body("{}")
+        .send()
+        .await;
+    assert!(result.is_err(), "HTTP/1.1 must not get through: {result:?}");
+}
+
+#[tokio::test]
+async fn about_a_thousand_concurrent_streams_are_advertised() {
+    let f = start().await;
+    let streams = common::max_concurrent_streams(&f.mock.endpoint, &f.mock.ca_file).await;
+    assert_eq!(streams, 1000);
+}
+
+mod common;
