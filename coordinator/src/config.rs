@@ -82,6 +82,18 @@ pub struct Settings {
     )]
     pub reports_prefetch: u16,
 
+    /// Largest share of a notification's audience refused as invalid whose
+    /// registrations are still deleted. Above it Clarion suspects its own
+    /// configuration (bundle id, Firebase project, APNs environment), deletes
+    /// none of them and says so loudly.
+    #[arg(
+        long = "invalid-token-threshold",
+        env = "CLARION_INVALID_TOKEN_THRESHOLD",
+        default_value_t = 0.05,
+        value_parser = parse_share
+    )]
+    pub invalid_token_threshold: f64,
+
     #[command(flatten)]
     pub database: DatabaseSettings,
 
@@ -100,6 +112,13 @@ impl Settings {
     /// True when the well-known development key is accepted.
     pub fn accepts_dev_key(&self) -> bool {
         self.api_keys.identify(DEV_API_KEY).is_some()
+    }
+}
+
+fn parse_share(value: &str) -> Result<f64, String> {
+    match value.parse::<f64>() {
+        Ok(share) if (0.0..=1.0).contains(&share) => Ok(share),
+        _ => Err(format!("{value:?} is not a share between 0 and 1")),
     }
 }
 

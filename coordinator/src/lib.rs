@@ -32,6 +32,7 @@ use crate::actors::planner::Planner;
 use crate::actors::topic_counter::TopicCounter;
 use crate::api::AppState;
 pub use crate::config::Settings;
+use crate::consumers::cleanup::CleanupHandler;
 use crate::consumers::dead_letters::DeadLetterHandler;
 use crate::consumers::reports::ReportHandler;
 use crate::migrations::MigrationError;
@@ -65,6 +66,7 @@ pub struct Coordinator {
 struct Consumers {
     reports: Vec<Addr<QueueConsumer<ReportHandler>>>,
     dead_letters: Vec<Addr<QueueConsumer<DeadLetterHandler>>>,
+    cleanup: Vec<Addr<QueueConsumer<CleanupHandler>>>,
 }
 
 impl Coordinator {
@@ -88,6 +90,7 @@ impl Coordinator {
         let _ = self.serving.await;
         stop_all(&self.consumers.reports).await;
         stop_all(&self.consumers.dead_letters).await;
+        stop_all(&self.consumers.cleanup).await;
     }
 }
 
@@ -109,7 +112,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
     let publisher = Publisher::new(broker.clone(), names.clone());
     let planner = Planner::new(
         topic_counter.clone(),
-        publisher,
+        publisher.clone(),
         names.clone(),
         settings.tokens_per_job,
     )
@@ -124,7 +127,10 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
                 prefetch: settings.reports_prefetch,
                 name: "coordinator-reports".into(),
             },
-            ReportHandler { pool: pool.clone() },
+            ReportHandler {
+                pool: pool.clone(),
+                invalid_threshold: settings.invalid_token_threshold,
+            },
         ),
         dead_letters: QueueConsumer::start_pool(
             1,
@@ -135,7 +141,21 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
                 prefetch: 16,
                 name: "coordinator-dead-letters".into(),
             },
-            DeadLetterHandler { pool: pool.clone() },
+            DeadLetterHandler {
+                pool: pool.clone(),
+                invalid_threshold: settings.invalid_token_threshold,
+            },
+        ),
+        cleanup: QueueConsumer::start_pool(
+            1,
+            broker.clone(),
+            names.clone(),
+            ConsumerSpec {
+                queue: names.cleanup_queue(),
+                prefetch: settings.reports_prefetch,
+                name: "coordinator-cleanup".into(),
+            },
+            CleanupHandler { pool: pool.clone() },
         ),
     };
 
@@ -143,6 +163,8 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         pool: pool.clone(),
         topic_counter,
         planner,
+        publisher,
+        names: names.clone(),
         max_topics_per_device: settings.max_topics_per_device,
         topic_count_max_age: settings.topic_count_max_age(),
     });

@@ -1,8 +1,10 @@
 //! The dispatcher's settings (`clarion-dispatcher --help` lists them).
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
 
-use clap::Parser;
+use clap::{Args, Parser};
 use clarion_proto::Platform;
 use clarion_runtime::{BrokerSettings, LogSettings};
 
@@ -28,10 +30,207 @@ pub struct Settings {
     pub http_addr: SocketAddr,
 
     #[command(flatten)]
+    pub apns: ApnsSettings,
+
+    #[command(flatten)]
+    pub fcm: FcmSettings,
+
+    #[command(flatten)]
+    pub delivery: DeliverySettings,
+
+    #[command(flatten)]
     pub broker: BrokerSettings,
 
     #[command(flatten)]
     pub log: LogSettings,
+}
+
+/// Apple Push Notification service.
+#[derive(Debug, Clone, Args)]
+pub struct ApnsSettings {
+    /// APNs base URL for production tokens.
+    #[arg(
+        id = "apns_endpoint",
+        long = "apns-endpoint",
+        env = "CLARION_APNS_ENDPOINT",
+        default_value = "https://api.push.apple.com"
+    )]
+    pub endpoint: String,
+
+    /// APNs base URL for sandbox (development build) tokens.
+    #[arg(
+        id = "apns_sandbox_endpoint",
+        long = "apns-sandbox-endpoint",
+        env = "CLARION_APNS_SANDBOX_ENDPOINT",
+        default_value = "https://api.sandbox.push.apple.com"
+    )]
+    pub sandbox_endpoint: String,
+
+    /// The `.p8` signing key of the provider token.
+    #[arg(id = "apns_key_file", long = "apns-key-file", env = "CLARION_APNS_KEY_FILE")]
+    pub key_file: Option<PathBuf>,
+
+    /// The key's id (`kid`), 10 characters from Apple's developer portal.
+    #[arg(id = "apns_key_id", long = "apns-key-id", env = "CLARION_APNS_KEY_ID")]
+    pub key_id: Option<String>,
+
+    /// The Apple developer team id (`iss`).
+    #[arg(id = "apns_team_id", long = "apns-team-id", env = "CLARION_APNS_TEAM_ID")]
+    pub team_id: Option<String>,
+
+    /// The app's bundle id (`apns-topic`).
+    #[arg(id = "apns_topic", long = "apns-topic", env = "CLARION_APNS_TOPIC")]
+    pub topic: Option<String>,
+
+    /// Seconds a provider token is reused before a new one is signed
+    /// (Apple: refresh between 20 and 60 minutes).
+    #[arg(
+        long = "apns-token-refresh-secs",
+        env = "CLARION_APNS_TOKEN_REFRESH_SECS",
+        default_value_t = 2400,
+        value_parser = clap::value_parser!(u64).range(1200..=3500)
+    )]
+    pub token_refresh_secs: u64,
+}
+
+/// Firebase Cloud Messaging (HTTP v1).
+#[derive(Debug, Clone, Args)]
+pub struct FcmSettings {
+    /// FCM base URL.
+    #[arg(
+        id = "fcm_endpoint",
+        long = "fcm-endpoint",
+        env = "CLARION_FCM_ENDPOINT",
+        default_value = "https://fcm.googleapis.com"
+    )]
+    pub endpoint: String,
+
+    /// Service-account JSON; its `token_uri` says where OAuth2 tokens come from.
+    #[arg(
+        id = "fcm_credentials_file",
+        long = "fcm-credentials-file",
+        env = "CLARION_FCM_CREDENTIALS_FILE"
+    )]
+    pub credentials_file: Option<PathBuf>,
+
+    /// Firebase project (default: the credentials' `project_id`).
+    #[arg(
+        id = "fcm_project_id",
+        long = "fcm-project-id",
+        env = "CLARION_FCM_PROJECT_ID"
+    )]
+    pub project_id: Option<String>,
+}
+
+/// How batches are delivered.
+#[derive(Debug, Clone, Args)]
+pub struct DeliverySettings {
+    /// PEM certificates trusted in addition to the built-in roots, by every
+    /// outbound TLS client (APNs, FCM, the OAuth2 token fetch).
+    #[arg(long = "extra-ca-file", env = "CLARION_EXTRA_CA_FILE")]
+    pub extra_ca_file: Option<PathBuf>,
+
+    /// Persistent HTTP/2 connections per provider endpoint.
+    #[arg(
+        long = "dispatch-connections",
+        env = "CLARION_DISPATCH_CONNECTIONS",
+        default_value_t = 2,
+        value_parser = clap::value_parser!(u16).range(1..=64)
+    )]
+    pub connections: u16,
+
+    /// Pushes of one batch in flight at once (HTTP/2 streams also wait for
+    /// the server's per-connection limit, ~1000 at Apple).
+    #[arg(
+        long = "dispatch-streams-per-batch",
+        env = "CLARION_DISPATCH_STREAMS_PER_BATCH",
+        default_value_t = 500,
+        value_parser = clap::value_parser!(u32).range(1..=10_000)
+    )]
+    pub streams_per_batch: u32,
+
+    /// Batches this process delivers at once (one consumer each).
+    #[arg(
+        long = "dispatch-batch-workers",
+        env = "CLARION_DISPATCH_BATCH_WORKERS",
+        default_value_t = 4,
+        value_parser = clap::value_parser!(u16).range(1..=256)
+    )]
+    pub batch_workers: u16,
+
+    /// Batches each worker takes from the broker ahead of time.
+    #[arg(
+        long = "dispatch-prefetch",
+        env = "CLARION_DISPATCH_PREFETCH",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u16).range(1..=100)
+    )]
+    pub prefetch: u16,
+
+    /// Threads sending pushes.
+    #[arg(
+        long = "dispatch-threads",
+        env = "CLARION_DISPATCH_THREADS",
+        default_value_t = 2,
+        value_parser = clap::value_parser!(u16).range(1..=256)
+    )]
+    pub threads: u16,
+
+    /// Attempts per push before it counts as failed (429, 5xx, connection errors).
+    #[arg(
+        long = "dispatch-max-attempts",
+        env = "CLARION_DISPATCH_MAX_ATTEMPTS",
+        default_value_t = 5,
+        value_parser = clap::value_parser!(u32).range(1..=50)
+    )]
+    pub max_attempts: u32,
+
+    /// First retry delay in milliseconds; doubled per attempt, with jitter.
+    #[arg(
+        long = "dispatch-retry-base-ms",
+        env = "CLARION_DISPATCH_RETRY_BASE_MS",
+        default_value_t = 200
+    )]
+    pub retry_base_ms: u64,
+
+    /// Longest retry delay in milliseconds (a longer `Retry-After` still wins).
+    #[arg(
+        long = "dispatch-retry-max-ms",
+        env = "CLARION_DISPATCH_RETRY_MAX_MS",
+        default_value_t = 10_000
+    )]
+    pub retry_max_ms: u64,
+
+    /// Seconds a push may take before it is abandoned and retried.
+    #[arg(
+        long = "dispatch-request-timeout-secs",
+        env = "CLARION_DISPATCH_REQUEST_TIMEOUT_SECS",
+        default_value_t = 10
+    )]
+    pub request_timeout_secs: u64,
+
+    /// Most pushes per second from this process; 0 = no cap. FCM's default
+    /// project quota is 600,000 messages per minute across all senders.
+    #[arg(
+        long = "dispatch-rate-limit",
+        env = "CLARION_DISPATCH_RATE_LIMIT",
+        default_value_t = 0
+    )]
+    pub rate_limit: u32,
+}
+
+impl DeliverySettings {
+    pub fn retry_base(&self) -> Duration {
+        Duration::from_millis(self.retry_base_ms)
+    }
+
+    pub fn retry_max(&self) -> Duration {
+        Duration::from_millis(self.retry_max_ms.max(self.retry_base_ms))
+    }
+
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_secs(self.request_timeout_secs.max(1))
+    }
 }
 
 fn parse_platform(value: &str) -> Result<Platform, String> {

@@ -1,32 +1,215 @@
-//! Clarion's dispatcher. Today it connects to RabbitMQ and reports its
-//! readiness; the batch consumer and the APNs / FCM senders arrive with the
-//! delivery issue. Dispatchers never touch the database.
+//! Clarion's dispatcher: consumes one platform's token batches and pushes
+//! every token over persistent HTTP/2 connections to APNs ([`apns`]) or FCM
+//! ([`fcm`]), behind one small trait ([`channel::PushChannel`]).
+//! Dispatchers never touch the database.
+//!
+//! The batch consumers, the broker link and the publisher live on one
+//! dedicated arbiter; the pushes themselves run on a multi-threaded tokio
+//! runtime (`CLARION_DISPATCH_THREADS`). [`Dispatcher::kill`] stops both
+//! abruptly, which is what a crash looks like to RabbitMQ.
 
+pub mod actors;
+pub mod apns;
+pub mod channel;
 pub mod config;
+pub mod delivery;
+pub mod fcm;
+pub mod http2;
 
+use std::sync::Arc;
+
+use actix::{Arbiter, Recipient};
+use clarion_proto::{Names, Platform};
 use clarion_runtime::BrokerLink;
+use clarion_runtime::consumer::{ConsumerSpec, QueueConsumer, StopConsuming};
+use clarion_runtime::control::{Cancellations, subscribe};
 use clarion_runtime::health::{HealthServer, Readiness};
+use clarion_runtime::publisher::Publisher;
+use tokio::sync::oneshot;
 use tracing::info;
 
+use crate::actors::batch_worker::BatchWorker;
+use crate::apns::ApnsChannel;
+use crate::channel::PushChannel;
 pub use crate::config::Settings;
+use crate::delivery::{Deliverer, Limits};
+use crate::fcm::FcmChannel;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("cannot start the delivery runtime: {0}")]
+    Runtime(std::io::Error),
     #[error("cannot serve the health endpoints: {0}")]
     Http(#[from] std::io::Error),
+    #[error("the dispatch arbiter did not start")]
+    Arbiter,
 }
 
 /// A running dispatcher.
 pub struct Dispatcher {
     pub health: HealthServer,
+    arbiter: Arbiter,
+    runtime: DeliveryRuntime,
+    workers: Vec<Recipient<StopConsuming>>,
 }
 
-/// Opens the broker link and serves the health endpoints. Must run inside an
-/// actix `System`.
+/// The runtime pushes run on. It may be dropped from async code (a failed
+/// start, a stop), where a plain drop would block: shut it down in the
+/// background instead.
+struct DeliveryRuntime(Option<tokio::runtime::Runtime>);
+
+impl DeliveryRuntime {
+    fn handle(&self) -> tokio::runtime::Handle {
+        match &self.0 {
+            Some(runtime) => runtime.handle().clone(),
+            None => tokio::runtime::Handle::current(),
+        }
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl Drop for DeliveryRuntime {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl Dispatcher {
+    /// Stops everything at once: pushes in flight are abandoned and their
+    /// batches (unacked) return to the queue.
+    pub fn kill(&mut self) {
+        self.arbiter.stop();
+        self.runtime.shutdown();
+    }
+
+    /// Stops taking batches (those being delivered are finished and
+    /// reported first), then stops.
+    pub async fn stop(mut self) {
+        for worker in &self.workers {
+            let _ = worker.send(StopConsuming).await;
+        }
+        self.kill();
+        self.health.stop().await;
+    }
+}
+
+type Parts = (BrokerLink, Vec<Recipient<StopConsuming>>);
+
+/// Builds the platform's channel, starts the batch consumers and serves the
+/// health endpoints. Must run inside an actix `System`.
 pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
-    let name = format!("clarion-dispatcher-{}", settings.platform);
-    let broker = BrokerLink::spawn(settings.broker.url.clone(), name);
-    let health = HealthServer::start(settings.http_addr, Readiness::new(None, Some(broker)))?;
-    info!(addr = %health.addr, platform = %settings.platform, "dispatcher health endpoints listening");
-    Ok(Dispatcher { health })
+    let delivery = &settings.delivery;
+    let runtime = DeliveryRuntime(Some(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(usize::from(delivery.threads))
+            .thread_name("clarion-dispatch")
+            .enable_all()
+            .build()
+            .map_err(StartError::Runtime)?,
+    ));
+    let tls = http2::client_config(delivery.extra_ca_file.as_deref(), &[b"h2"])
+        .map_err(|err| StartError::Config(err.to_string()))?;
+    let connections = usize::from(delivery.connections);
+    let timeout = delivery.request_timeout();
+    let arbiter = Arbiter::new();
+    let parts = match settings.platform {
+        Platform::Ios => {
+            let channel =
+                ApnsChannel::new(&settings.apns, tls, connections, timeout).map_err(StartError::Config)?;
+            start_workers(&arbiter, &settings, channel, runtime.handle()).await?
+        }
+        Platform::Android => {
+            let fcm = settings.fcm.clone();
+            let extra_ca = delivery.extra_ca_file.clone();
+            let channel =
+                runtime
+                    .handle()
+                    .spawn(async move {
+                        FcmChannel::new(&fcm, tls, extra_ca.as_deref(), connections, timeout).await
+                    })
+                    .await
+                    .map_err(|err| StartError::Config(err.to_string()))?
+                    .map_err(StartError::Config)?;
+            start_workers(&arbiter, &settings, channel, runtime.handle()).await?
+        }
+    };
+    let (link, workers) = parts;
+    let health = HealthServer::start(settings.http_addr, Readiness::new(None, Some(link)))?;
+    info!(
+        addr = %health.addr,
+        platform = %settings.platform,
+        connections,
+        batch_workers = delivery.batch_workers,
+        rate_limit = delivery.rate_limit,
+        "dispatcher running"
+    );
+    Ok(Dispatcher {
+        health,
+        arbiter,
+        runtime,
+        workers,
+    })
+}
+
+/// Starts the consumers on the dispatch arbiter, where the broker link and
+/// the publisher are created too.
+async fn start_workers<C: PushChannel>(
+    arbiter: &Arbiter,
+    settings: &Settings,
+    channel: C,
+    runtime: tokio::runtime::Handle,
+) -> Result<Parts, StartError> {
+    let delivery = &settings.delivery;
+    let limits = Limits {
+        per_batch: delivery.streams_per_batch as usize,
+        max_attempts: delivery.max_attempts,
+        retry_base: delivery.retry_base(),
+        retry_max: delivery.retry_max(),
+    };
+    let cancellations = Cancellations::default();
+    let deliverer = Arc::new(Deliverer::new(
+        Arc::new(channel),
+        limits,
+        delivery.rate_limit,
+        cancellations.clone(),
+    ));
+    let platform = settings.platform;
+    let broker = settings.broker.clone();
+    let workers = usize::from(delivery.batch_workers);
+    let prefetch = delivery.prefetch;
+    let (tx, rx) = oneshot::channel();
+    let spawned = arbiter.spawn(async move {
+        let names = Names::new(broker.namespace.clone());
+        let link = BrokerLink::spawn(broker.url.clone(), format!("clarion-dispatcher-{platform}"));
+        subscribe(link.clone(), names.clone(), cancellations);
+        let worker = BatchWorker {
+            deliverer,
+            runtime,
+            publisher: Publisher::new(link.clone(), names.clone()),
+            names: names.clone(),
+            platform,
+        };
+        let spec = ConsumerSpec {
+            queue: names.deliver_queue(platform),
+            prefetch,
+            name: format!("dispatcher-{platform}"),
+        };
+        let consumers: Vec<Recipient<StopConsuming>> =
+            QueueConsumer::start_pool(workers, link.clone(), names, spec, worker)
+                .into_iter()
+                .map(|addr| addr.recipient())
+                .collect();
+        let _ = tx.send((link, consumers));
+    });
+    if !spawned {
+        return Err(StartError::Arbiter);
+    }
+    rx.await.map_err(|_| StartError::Arbiter)
 }

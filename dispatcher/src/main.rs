@@ -1,4 +1,4 @@
-//! `clarion-dispatcher`: see `--help` for its settings.
+//! `clarion-dispatcher --platform ios|android`: see `--help` for its settings.
 
 use clap::Parser;
 use clarion_dispatcher::Settings;
@@ -9,6 +9,6 @@ async fn main() -> anyhow::Result<()> {
     clarion_runtime::telemetry::init_logging(&settings.log).map_err(anyhow::Error::msg)?;
     let dispatcher = clarion_dispatcher::start(settings).await?;
     clarion_runtime::shutdown::signal().await;
-    dispatcher.health.stop().await;
+    dispatcher.stop().await;
     Ok(())
 }

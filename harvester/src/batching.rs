@@ -55,6 +55,18 @@ pub struct BatchTotals {
     pub batches: u32,
 }
 
+impl BatchTotals {
+    /// Counts one more batch.
+    pub fn add(&mut self, batch: &TokenBatch) {
+        let tokens = batch.tokens.len() as u64;
+        match batch.platform {
+            Platform::Ios => self.ios += tokens,
+            Platform::Android => self.android += tokens,
+        }
+        self.batches += 1;
+    }
+}
+
 pub struct BatchCutter {
     notification_id: Uuid,
     job_index: u32,

@@ -12,6 +12,7 @@ use clarion_proto::codec::encode;
 use clarion_proto::names::message_types;
 use clarion_proto::{ApnsEnvironment, Names, Platform, ShardJob, TokenBatch};
 use clarion_runtime::PgPool;
+use clarion_runtime::control::Cancellations;
 use clarion_runtime::db::DbError;
 use clarion_runtime::message::properties;
 use clarion_runtime::publisher::{Outgoing, PublishError, Publisher};
@@ -57,10 +58,18 @@ pub struct HarvestContext {
     pub names: Names,
     pub batch_size: usize,
     pub publish_window: usize,
+    pub cancellations: Cancellations,
 }
 
 /// Harvests `job`; resolves once every batch is confirmed by the broker.
+/// A cancelled notification stops the harvest: the totals then cover the
+/// batches published before the cancellation arrived.
 pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals, HarvestError> {
+    let mut published = BatchTotals::default();
+    let cancelled = || ctx.cancellations.is_cancelled(job.notification_id);
+    if cancelled() {
+        return Ok(published);
+    }
     let conn = ctx.pool.get().await.map_err(DbError::from)?;
     let start = job.shards.start() as i16;
     let end = job.shards.end() as i16;
@@ -92,30 +101,29 @@ pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals
         let platform = parse_platform(row.get(1))?;
         let environment = parse_environment(row.get(2))?;
         if let Some(batch) = cutter.push(token, platform, environment) {
-            confirms.push(
-                ctx.publisher
-                    .send(&outgoing(&batch, &ctx.names)?)
-                    .await?
-                    .confirmed(),
-            );
+            if cancelled() {
+                break;
+            }
+            published.add(&batch);
+            let sent = ctx.publisher.send(&outgoing(&batch, &ctx.names)?).await?;
+            confirms.push(sent.confirmed());
             while confirms.len() >= ctx.publish_window.max(1) {
                 confirms.next().await.transpose()?;
             }
         }
     }
-    let (rest, totals) = cutter.finish();
-    for batch in rest {
-        confirms.push(
-            ctx.publisher
-                .send(&outgoing(&batch, &ctx.names)?)
-                .await?
-                .confirmed(),
-        );
+    if !cancelled() {
+        let (rest, _) = cutter.finish();
+        for batch in rest {
+            published.add(&batch);
+            let sent = ctx.publisher.send(&outgoing(&batch, &ctx.names)?).await?;
+            confirms.push(sent.confirmed());
+        }
     }
     while let Some(confirmed) = confirms.next().await {
         confirmed?;
     }
-    Ok(totals)
+    Ok(published)
 }
 
 fn outgoing(batch: &TokenBatch, names: &Names) -> Result<Outgoing, HarvestError> {

@@ -16,6 +16,7 @@ use std::time::Duration;
 use actix::{Addr, Arbiter};
 use clarion_proto::Names;
 use clarion_runtime::consumer::{ConsumerSpec, QueueConsumer, stop_all};
+use clarion_runtime::control::{Cancellations, subscribe};
 use clarion_runtime::health::{HealthServer, Readiness};
 use clarion_runtime::publisher::Publisher;
 use clarion_runtime::{BrokerLink, PgPool, db};
@@ -95,6 +96,8 @@ fn start_workers(settings: &Settings) -> Result<Parts, StartError> {
     let pool = db::pool(&settings.database, "clarion-harvester")?;
     let link = BrokerLink::spawn(settings.broker.url.clone(), "clarion-harvester".into());
     let names = Names::new(settings.broker.namespace.clone());
+    let cancellations = Cancellations::default();
+    subscribe(link.clone(), names.clone(), cancellations.clone());
     let worker = HarvestWorker {
         context: HarvestContext {
             pool: pool.clone(),
@@ -102,6 +105,7 @@ fn start_workers(settings: &Settings) -> Result<Parts, StartError> {
             names: names.clone(),
             batch_size: settings.batch_size as usize,
             publish_window: settings.publish_window as usize,
+            cancellations: cancellations.clone(),
         },
         retry_delay: Duration::from_millis(settings.retry_delay_ms),
     };

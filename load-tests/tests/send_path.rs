@@ -18,6 +18,7 @@ fn options(harvesters: usize, coordinator: &[&str], harvester: &[&str]) -> Clust
         coordinator: coordinator.iter().map(|s| s.to_string()).collect(),
         harvester: harvester.iter().map(|s| s.to_string()).collect(),
         harvesters,
+        ..ClusterOptions::default()
     }
 }
 

@@ -12,8 +12,8 @@ pub mod shard;
 pub mod topic;
 
 pub use messages::{
-    BatchId, CleanupReason, DeliveryCounts, DeliveryReport, JobOutcome, JobReport, ShardJob, TokenBatch,
-    TokenCleanup, WireVersion,
+    ACCEPT_BUCKET_MS, AcceptBucket, BatchId, CleanupReason, Control, ControlCommand, DeliveryCounts,
+    DeliveryReport, JobOutcome, JobReport, ShardJob, TokenBatch, TokenCleanup, WireVersion,
 };
 pub use names::Names;
 pub use payload::{Notification, PayloadError, Priority};

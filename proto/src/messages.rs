@@ -127,6 +127,42 @@ pub struct DeliveryCounts {
     pub unregistered: u32,
     /// Not sent because the notification's TTL had passed.
     pub expired: u32,
+    /// Not sent because the notification is a dry run.
+    #[serde(default)]
+    pub dry_run: u32,
+    /// Not sent because the notification was cancelled.
+    #[serde(default)]
+    pub cancelled: u32,
+}
+
+impl DeliveryCounts {
+    /// Every token of the batch is accounted for exactly once.
+    pub fn total(&self) -> u64 {
+        [
+            self.sent,
+            self.failed,
+            self.invalid,
+            self.unregistered,
+            self.expired,
+            self.dry_run,
+            self.cancelled,
+        ]
+        .iter()
+        .map(|n| u64::from(*n))
+        .sum()
+    }
+}
+
+/// Width of the buckets of [`DeliveryReport::accepts`], in milliseconds.
+pub const ACCEPT_BUCKET_MS: u32 = 10;
+
+/// How many pushes of a batch were accepted in one time bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcceptBucket {
+    /// Start of the bucket, in ms after the notification's `sent_at`
+    /// (a multiple of [`ACCEPT_BUCKET_MS`]).
+    pub after_ms: u32,
+    pub count: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,6 +173,24 @@ pub struct DeliveryReport {
     pub counts: DeliveryCounts,
     pub first_accept_at: Option<DateTime<Utc>>,
     pub last_accept_at: Option<DateTime<Utc>>,
+    /// When the accepted pushes were accepted, bucketed (for t50 / t90 / t99).
+    #[serde(default)]
+    pub accepts: Vec<AcceptBucket>,
+}
+
+/// Coordinator → every harvester and dispatcher (fanout): operator decisions
+/// that must reach all processes promptly.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Control {
+    pub v: WireVersion,
+    pub command: ControlCommand,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ControlCommand {
+    /// Stop harvesting and sending this notification.
+    Cancel { notification_id: Uuid },
 }
 
 /// Why tokens are handed to cleanup.
@@ -189,6 +243,23 @@ mod tests {
     }
 
     #[test]
+    fn reports_from_before_the_new_counters_still_read() {
+        let old = r#"{"v":1,"batch_id":{"notification_id":"00000000-0000-0000-0000-000000000007","job_index":3,"seq":12},
+                      "platform":"ios","counts":{"sent":5,"failed":0,"invalid":1,"unregistered":0,"expired":0},
+                      "first_accept_at":null,"last_accept_at":null}"#;
+        let report = decode::<DeliveryReport>(old.as_bytes()).unwrap();
+        assert_eq!(report.counts.total(), 6);
+        assert!(report.accepts.is_empty());
+        let control = Control {
+            v: WireVersion::CURRENT,
+            command: ControlCommand::Cancel {
+                notification_id: Uuid::nil(),
+            },
+        };
+        assert_eq!(decode::<Control>(&encode(&control).unwrap()).unwrap(), control);
+    }
+
+    #[test]
     fn batch_ids_print_as_path() {
         assert_eq!(
             batch_id().to_string(),
@@ -234,6 +305,7 @@ mod tests {
                 counts: DeliveryCounts { sent, invalid, ..DeliveryCounts::default() },
                 first_accept_at: DateTime::from_timestamp(1_700_000_000, 0),
                 last_accept_at: None,
+                accepts: vec![AcceptBucket { after_ms: 120, count: sent }],
             };
             prop_assert_eq!(decode::<DeliveryReport>(&encode(&report).unwrap()).unwrap(), report);
 

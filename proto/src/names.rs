@@ -23,6 +23,7 @@ pub mod message_types {
     pub const JOB_REPORT: &str = "job_report";
     pub const DELIVERY_REPORT: &str = "delivery_report";
     pub const TOKEN_CLEANUP: &str = "token_cleanup";
+    pub const CONTROL: &str = "control";
 }
 
 /// Routing keys on the reports exchange.

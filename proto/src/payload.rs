@@ -135,21 +135,23 @@ impl Notification {
 
     /// Size of the APNs JSON body the dispatcher sends for this notification:
     /// `aps.alert` with title and body, `thread-id` from the collapse key,
-    /// `mutable-content` when an image is attached, then the custom keys.
+    /// `mutable-content` (1 when an image is attached), then the custom keys.
     pub fn apns_payload_bytes(&self) -> usize {
-        let mut alert = Map::new();
-        if let Some(title) = &self.title {
-            alert.insert("title".into(), json!(title));
-        }
-        alert.insert("body".into(), json!(self.body));
+        // The shape `a2` gives it: a bare string alert without a title, and
+        // `mutable-content` always present.
+        let alert = match &self.title {
+            Some(title) => json!({"title": title, "body": self.body}),
+            None => json!(self.body),
+        };
         let mut aps = Map::new();
-        aps.insert("alert".into(), Value::Object(alert));
+        aps.insert("alert".into(), alert);
         aps.insert("sound".into(), json!("default"));
+        aps.insert(
+            "mutable-content".into(),
+            json!(u8::from(self.image_url.is_some())),
+        );
         if let Some(key) = &self.collapse_key {
             aps.insert("thread-id".into(), json!(key));
-        }
-        if self.image_url.is_some() {
-            aps.insert("mutable-content".into(), json!(1));
         }
         let mut root = self.custom_keys();
         root.insert("aps".into(), Value::Object(aps));

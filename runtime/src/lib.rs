@@ -6,6 +6,7 @@
 pub mod backoff;
 pub mod broker;
 pub mod consumer;
+pub mod control;
 pub mod db;
 pub mod health;
 pub mod message;

@@ -33,6 +33,8 @@ pub enum PublishError {
     Broker(#[from] lapin::Error),
     #[error("the broker refused the message (nack)")]
     Nacked,
+    #[error("message could not be encoded: {0}")]
+    Encode(String),
     #[error("no queue takes messages for {exchange} / {routing_key}")]
     Unroutable { exchange: String, routing_key: String },
     #[error("{failed} of {total} messages still unconfirmed after {attempts} attempts; last error: {last}")]

@@ -12,8 +12,10 @@ use std::time::Duration;
 
 use actix::Addr;
 use actix_web::{HttpRequest, HttpResponse, web};
+use clarion_proto::Names;
 use clarion_runtime::PgPool;
 use clarion_runtime::health;
+use clarion_runtime::publisher::Publisher;
 
 use crate::actors::planner::Planner;
 use crate::actors::topic_counter::TopicCounter;
@@ -29,6 +31,9 @@ pub struct AppState {
     pub pool: PgPool,
     pub topic_counter: Addr<TopicCounter>,
     pub planner: Addr<Planner>,
+    /// For control messages (cancellations).
+    pub publisher: Publisher,
+    pub names: Names,
     pub max_topics_per_device: u32,
     pub topic_count_max_age: Duration,
 }
@@ -54,6 +59,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(topics::get_topic)
         .service(notifications::send_notification)
         .service(notifications::get_notification)
+        .service(notifications::cancel_notification)
         .default_service(web::to(not_found));
 }
 

@@ -6,8 +6,11 @@ use actix_web::http::header::{self, ETAG, EntityTag, IfNoneMatch};
 use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use chrono::{DateTime, Utc};
 use clarion_proto::{Notification, Priority};
+use clarion_runtime::control::publish_cancel;
+use clarion_runtime::db::DbError;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use tracing::info;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -15,7 +18,8 @@ use super::AppState;
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
 use crate::sending::{Accepted, accept};
-use crate::store::notifications::{self as store, StoredNotification};
+use crate::store::delivery::{self, Timings};
+use crate::store::notifications::{self as store, Cancel, PlatformDelivery, StoredNotification};
 
 /// A breaking-news alert for one or more topics.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -99,6 +103,66 @@ pub struct Audience {
     pub total: u64,
 }
 
+/// What became of one platform's pushes so far.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PlatformDeliveryBody {
+    /// Accepted by Apple / Google.
+    pub sent: u64,
+    /// Given up after retries.
+    pub failed: u64,
+    /// Refused as malformed or foreign tokens.
+    pub invalid: u64,
+    /// Reported gone; their registrations are deleted.
+    pub unregistered: u64,
+    /// Not sent: the TTL had passed.
+    pub expired: u64,
+    /// Not sent: dry run.
+    pub dry_run: u64,
+    /// Not sent: cancelled.
+    pub cancelled: u64,
+}
+
+impl From<PlatformDelivery> for PlatformDeliveryBody {
+    fn from(d: PlatformDelivery) -> Self {
+        Self {
+            sent: d.sent,
+            failed: d.failed,
+            invalid: d.invalid,
+            unregistered: d.unregistered,
+            expired: d.expired,
+            dry_run: d.dry_run,
+            cancelled: d.cancelled,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeliveryBody {
+    pub ios: PlatformDeliveryBody,
+    pub android: PlatformDeliveryBody,
+}
+
+/// Milliseconds from the send request until half, 90% and 99% of the
+/// audience was accepted (null until reached).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TimingsBody {
+    pub t50_ms: Option<u32>,
+    pub t90_ms: Option<u32>,
+    pub t99_ms: Option<u32>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CleanupBody {
+    /// Registrations deleted because their tokens are gone or invalid.
+    pub tokens_deleted: u64,
+    /// `pending` until complete; then `deleted`, or `kept` when so many tokens
+    /// were refused that Clarion suspects its own configuration.
+    #[schema(example = "deleted")]
+    pub invalid_tokens: String,
+    /// True when invalid tokens were kept for that reason.
+    pub suspect_configuration: bool,
+}
+
 /// Where a notification stands.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct NotificationStatus {
@@ -113,14 +177,37 @@ pub struct NotificationStatus {
     pub dry_run: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    pub completed_at: Option<DateTime<Utc>>,
+    pub cancelled_at: Option<DateTime<Utc>>,
     pub jobs: JobCounts,
     /// Devices harvested so far, per platform.
     pub audience: Audience,
+    pub delivery: DeliveryBody,
+    /// Share of the audience accepted by Apple / Google, in percent.
+    pub delivered_percent: f64,
+    pub timings: TimingsBody,
+    /// 90% of the audience accepted within two minutes of the send request;
+    /// null while that is still open.
+    pub ninety_in_two: Option<bool>,
+    pub cleanup: CleanupBody,
     pub links: Links,
 }
 
-impl From<StoredNotification> for NotificationStatus {
-    fn from(stored: StoredNotification) -> Self {
+impl NotificationStatus {
+    fn new(stored: StoredNotification, timings: Timings) -> Self {
+        let audience = stored.audience_ios + stored.audience_android;
+        let sent = stored.ios.sent + stored.android.sent;
+        let two_minutes_over = Utc::now() - stored.created_at > chrono::Duration::seconds(120);
+        let ninety_in_two = match timings.t90_ms {
+            Some(t90) => Some(t90 <= NINETY_IN_TWO_MS),
+            None if two_minutes_over || stored.completed_at.is_some() => Some(false),
+            None => None,
+        };
+        let invalid_tokens = match stored.invalid_decision.as_deref() {
+            Some("delete") => "deleted",
+            Some(_) => "kept",
+            None => "pending",
+        };
         Self {
             id: stored.id,
             status: stored.status.as_str().to_owned(),
@@ -129,6 +216,8 @@ impl From<StoredNotification> for NotificationStatus {
             dry_run: stored.notification.dry_run,
             created_at: stored.created_at,
             updated_at: stored.updated_at,
+            completed_at: stored.completed_at,
+            cancelled_at: stored.cancelled_at,
             jobs: JobCounts {
                 planned: stored.jobs_planned,
                 done: stored.jobs_done,
@@ -137,11 +226,50 @@ impl From<StoredNotification> for NotificationStatus {
             audience: Audience {
                 ios: stored.audience_ios,
                 android: stored.audience_android,
-                total: stored.audience_ios + stored.audience_android,
+                total: audience,
+            },
+            delivery: DeliveryBody {
+                ios: stored.ios.into(),
+                android: stored.android.into(),
+            },
+            delivered_percent: if audience == 0 {
+                0.0
+            } else {
+                (sent as f64 * 10_000.0 / audience as f64).round() / 100.0
+            },
+            timings: TimingsBody {
+                t50_ms: timings.t50_ms,
+                t90_ms: timings.t90_ms,
+                t99_ms: timings.t99_ms,
+            },
+            ninety_in_two,
+            cleanup: CleanupBody {
+                tokens_deleted: stored.tokens_deleted,
+                invalid_tokens: invalid_tokens.to_owned(),
+                suspect_configuration: invalid_tokens == "kept",
             },
             links: self_link(stored.id),
         }
     }
+}
+
+/// The 90in2 bar: 90% of the audience within two minutes.
+const NINETY_IN_TWO_MS: u32 = 120_000;
+
+/// The status body, with live timings until the notification completes.
+async fn status_of(state: &AppState, stored: StoredNotification) -> Result<NotificationStatus, ApiError> {
+    let timings = if stored.completed_at.is_some() {
+        Timings {
+            t50_ms: stored.t50_ms,
+            t90_ms: stored.t90_ms,
+            t99_ms: stored.t99_ms,
+        }
+    } else {
+        let conn = state.pool.get().await.map_err(DbError::from)?;
+        let audience = stored.audience_ios + stored.audience_android;
+        delivery::timings(&*conn, stored.id, audience).await?
+    };
+    Ok(NotificationStatus::new(stored, timings))
 }
 
 fn self_link(id: Uuid) -> Links {
@@ -222,7 +350,7 @@ pub async fn get_notification(
     let stored = store::get(&state.pool, id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no notification {id}")))?;
-    let body = serde_json::to_vec(&NotificationStatus::from(stored))
+    let body = serde_json::to_vec(&status_of(&state, stored).await?)
         .map_err(|err| ApiError::Internal(err.to_string()))?;
     let etag = EntityTag::new_strong(hex::encode(&Sha256::digest(&body)[..12]));
     let unchanged = match header::Header::parse(&request) {
@@ -237,4 +365,48 @@ pub async fn get_notification(
         .insert_header((ETAG, etag))
         .content_type("application/json")
         .body(body))
+}
+
+/// Stop a notification: no more harvesting or pushing. Pushes Apple and
+/// Google already accepted stay counted as sent.
+#[utoipa::path(
+    tag = "notifications",
+    security(("api_key" = [])),
+    params(("id" = Uuid, Path, description = "Notification id")),
+    responses(
+        (status = 200, description = "Cancelled (or already cancelled)", body = NotificationStatus),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already complete", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Cancelled, but the harvesters and dispatchers could not be told; retry", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[post("/api/v1/notifications/{id}/cancel")]
+pub async fn cancel_notification(
+    caller: Caller,
+    state: web::Data<AppState>,
+    id: web::Path<Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    caller.require(Scope::Send)?;
+    let id = id.into_inner();
+    match store::cancel(&state.pool, id).await? {
+        Cancel::Unknown => return Err(ApiError::NotFound(format!("no notification {id}"))),
+        Cancel::AlreadyComplete => {
+            return Err(ApiError::Conflict(format!(
+                "notification {id} is already complete"
+            )));
+        }
+        Cancel::Cancelled => {}
+    }
+    publish_cancel(&state.publisher, &state.names, id).await.map_err(|err| {
+        ApiError::Unavailable(format!(
+            "notification {id} is marked cancelled, but harvesters and dispatchers could not be told ({err}); retry"
+        ))
+    })?;
+    info!(notification.id = %id, key = %caller.key_id, "notification cancelled");
+    let stored = store::get(&state.pool, id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no notification {id}")))?;
+    Ok(HttpResponse::Ok().json(status_of(&state, stored).await?))
 }

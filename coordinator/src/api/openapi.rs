@@ -31,6 +31,7 @@ use clarion_runtime::health;
         topics::get_topic,
         notifications::send_notification,
         notifications::get_notification,
+        notifications::cancel_notification,
     ),
     components(schemas(Problem)),
     modifiers(&BearerKey),

@@ -1,11 +1,14 @@
-//! The dead-letter watch queue: copies of shard jobs the harvesters gave up
-//! on (after the queue's delivery limit). Each is recorded as a failed job,
-//! so the notification's status says what was lost; the original stays in
-//! the harvest queue's dead-letter queue for inspection.
+//! The dead-letter watch queue: copies of shard jobs and token batches given
+//! up after their queue's delivery limit. A job is recorded as a failed job,
+//! a batch as a report of failed pushes, so the notification's status says
+//! what was lost and the notification can still complete; the originals stay
+//! in the dead-letter queues for inspection.
 
 use clarion_proto::codec::decode;
 use clarion_proto::names::{DELIVERY_LIMIT, headers, message_types};
-use clarion_proto::{JobOutcome, JobReport, ShardJob, WireVersion};
+use clarion_proto::{
+    DeliveryCounts, DeliveryReport, JobOutcome, JobReport, ShardJob, TokenBatch, WireVersion,
+};
 use clarion_runtime::PgPool;
 use clarion_runtime::consumer::{DeliveryHandler, ack, requeue};
 use clarion_runtime::message::header_text;
@@ -13,51 +16,108 @@ use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
 use tracing::{error, warn};
 
-use super::retry_database;
-use crate::store::notifications::record_job;
+use super::{log_completion, retry_database};
+use crate::store::delivery::record_delivery;
+use crate::store::notifications::{Recorded, StoreError, record_job};
 
 #[derive(Clone)]
 pub struct DeadLetterHandler {
     pub pool: PgPool,
+    pub invalid_threshold: f64,
 }
 
 impl DeliveryHandler for DeadLetterHandler {
     fn handle(&self, delivery: Delivery) -> LocalBoxFuture<'static, ()> {
-        let pool = self.pool.clone();
+        let handler = self.clone();
         Box::pin(async move {
             let kind = header_text(&delivery.properties, headers::MESSAGE_TYPE);
-            if kind.as_deref() != Some(message_types::SHARD_JOB) {
-                warn!(message_type = ?kind, "dead-lettered message left for inspection only");
-                return ack(&delivery).await;
-            }
-            let job = match decode::<ShardJob>(&delivery.data) {
-                Ok(job) => job,
-                Err(err) => {
-                    warn!(error = %err, "unreadable dead-lettered shard job");
+            let recorded = match kind.as_deref() {
+                Some(message_types::SHARD_JOB) => match decode::<ShardJob>(&delivery.data) {
+                    Ok(job) => handler.job_given_up(&job).await,
+                    Err(err) => {
+                        warn!(error = %err, "unreadable dead-lettered shard job");
+                        return ack(&delivery).await;
+                    }
+                },
+                Some(message_types::TOKEN_BATCH) => match decode::<TokenBatch>(&delivery.data) {
+                    Ok(batch) => handler.batch_given_up(&batch).await,
+                    Err(err) => {
+                        warn!(error = %err, "unreadable dead-lettered token batch");
+                        return ack(&delivery).await;
+                    }
+                },
+                other => {
+                    warn!(message_type = ?other, "dead-lettered message left for inspection only");
                     return ack(&delivery).await;
                 }
             };
-            error!(
-                notification.id = %job.notification_id,
-                job = job.job_index,
-                shards = %job.shards,
-                "shard job given up after {DELIVERY_LIMIT} deliveries; its devices were not harvested"
-            );
-            let report = JobReport {
-                v: WireVersion::CURRENT,
-                notification_id: job.notification_id,
-                job_index: job.job_index,
-                outcome: JobOutcome::Failed {
-                    reason: format!(
-                        "shard range {} given up after {DELIVERY_LIMIT} deliveries",
-                        job.shards
-                    ),
-                },
-            };
-            match retry_database("record failed job", || record_job(&pool, &report)).await {
-                Ok(_) => ack(&delivery).await,
+            match recorded {
+                Ok(()) => ack(&delivery).await,
                 Err(_) => requeue(&delivery).await,
             }
         })
+    }
+}
+
+impl DeadLetterHandler {
+    async fn job_given_up(&self, job: &ShardJob) -> Result<(), StoreError> {
+        error!(
+            notification.id = %job.notification_id,
+            job = job.job_index,
+            shards = %job.shards,
+            "shard job given up after {DELIVERY_LIMIT} deliveries; its devices were not harvested"
+        );
+        let report = JobReport {
+            v: WireVersion::CURRENT,
+            notification_id: job.notification_id,
+            job_index: job.job_index,
+            outcome: JobOutcome::Failed {
+                reason: format!(
+                    "shard range {} given up after {DELIVERY_LIMIT} deliveries",
+                    job.shards
+                ),
+            },
+        };
+        let recorded = retry_database("record failed job", || {
+            record_job(&self.pool, &report, self.invalid_threshold)
+        })
+        .await?;
+        if let Recorded::Counted(Some(completion)) = recorded {
+            log_completion(job.notification_id, &completion, self.invalid_threshold);
+        }
+        Ok(())
+    }
+
+    async fn batch_given_up(&self, batch: &TokenBatch) -> Result<(), StoreError> {
+        error!(
+            notification.id = %batch.batch_id.notification_id,
+            batch = %batch.batch_id,
+            tokens = batch.tokens.len(),
+            "token batch given up after {DELIVERY_LIMIT} deliveries; its pushes count as failed"
+        );
+        let report = DeliveryReport {
+            v: WireVersion::CURRENT,
+            batch_id: batch.batch_id,
+            platform: batch.platform,
+            counts: DeliveryCounts {
+                failed: batch.tokens.len() as u32,
+                ..DeliveryCounts::default()
+            },
+            first_accept_at: None,
+            last_accept_at: None,
+            accepts: Vec::new(),
+        };
+        let recorded = retry_database("record failed batch", || {
+            record_delivery(&self.pool, &report, self.invalid_threshold)
+        })
+        .await?;
+        if let Recorded::Counted(Some(completion)) = recorded {
+            log_completion(
+                batch.batch_id.notification_id,
+                &completion,
+                self.invalid_threshold,
+            );
+        }
+        Ok(())
     }
 }

@@ -2,6 +2,7 @@
 //! run by `clarion_runtime::consumer::QueueConsumer`, a supervised actor per
 //! queue that hands it one delivery at a time.
 
+pub mod cleanup;
 pub mod dead_letters;
 pub mod reports;
 
@@ -9,7 +10,10 @@ use std::future::Future;
 use std::time::Duration;
 
 use clarion_runtime::backoff::Backoff;
-use tracing::warn;
+use tracing::{error, info, warn};
+use uuid::Uuid;
+
+use crate::store::delivery::Completion;
 
 /// How long a handler keeps retrying a database write before giving the
 /// message back to the broker. Long enough to ride out a database restart.
@@ -35,4 +39,29 @@ where
             Err(err) => return Err(err),
         }
     }
+}
+
+/// Says loudly what completing a notification decided.
+pub(crate) fn log_completion(id: Uuid, completion: &Completion, invalid_threshold: f64) {
+    let t = completion.timings;
+    if completion.invalid_withheld {
+        error!(
+            notification.id = %id,
+            invalid = completion.invalid,
+            audience = completion.audience,
+            threshold = invalid_threshold,
+            "ALERT: too many tokens refused as invalid; suspecting Clarion's configuration \
+             (bundle id, Firebase project, APNs environment) and deleting none of them"
+        );
+    }
+    info!(
+        notification.id = %id,
+        audience = completion.audience,
+        t50_ms = t.t50_ms,
+        t90_ms = t.t90_ms,
+        t99_ms = t.t99_ms,
+        invalid = completion.invalid,
+        invalid_deleted = completion.invalid_deleted,
+        "notification complete"
+    );
 }

@@ -1,10 +1,9 @@
-//! The reports queue: job reports from harvesters (and, with the delivery
-//! stage, delivery reports from dispatchers), counted into each
-//! notification's progress exactly once.
+//! The reports queue: job reports from harvesters and delivery reports from
+//! dispatchers, each counted into its notification's progress exactly once.
 
-use clarion_proto::JobReport;
 use clarion_proto::codec::decode;
 use clarion_proto::names::{headers, message_types};
+use clarion_proto::{DeliveryReport, JobReport};
 use clarion_runtime::PgPool;
 use clarion_runtime::consumer::{DeliveryHandler, ack, dead_letter, requeue};
 use clarion_runtime::message::header_text;
@@ -12,41 +11,62 @@ use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
 use tracing::{debug, warn};
 
-use super::retry_database;
+use super::{log_completion, retry_database};
+use crate::store::delivery::record_delivery;
 use crate::store::notifications::{Recorded, record_job};
 
 #[derive(Clone)]
 pub struct ReportHandler {
     pub pool: PgPool,
+    /// Largest share of invalid tokens that are still deleted.
+    pub invalid_threshold: f64,
 }
 
 impl DeliveryHandler for ReportHandler {
     fn handle(&self, delivery: Delivery) -> LocalBoxFuture<'static, ()> {
-        let pool = self.pool.clone();
+        let handler = self.clone();
         Box::pin(async move {
-            match header_text(&delivery.properties, headers::MESSAGE_TYPE).as_deref() {
+            let kind = header_text(&delivery.properties, headers::MESSAGE_TYPE);
+            let (id, recorded) = match kind.as_deref() {
                 Some(message_types::JOB_REPORT) => match decode::<JobReport>(&delivery.data) {
-                    Ok(report) => {
-                        match retry_database("record job report", || record_job(&pool, &report)).await {
-                            Ok(recorded) => {
-                                if recorded == Recorded::UnknownNotification {
-                                    warn!(notification.id = %report.notification_id, "job report for an unknown notification");
-                                }
-                                debug!(notification.id = %report.notification_id, job = report.job_index, ?recorded, "job report");
-                                ack(&delivery).await;
-                            }
-                            Err(_) => requeue(&delivery).await,
-                        }
-                    }
-                    Err(err) => dead_letter(&delivery, &err.to_string()).await,
+                    Ok(report) => (
+                        report.notification_id,
+                        retry_database("record job report", || {
+                            record_job(&handler.pool, &report, handler.invalid_threshold)
+                        })
+                        .await,
+                    ),
+                    Err(err) => return dead_letter(&delivery, &err.to_string()).await,
+                },
+                Some(message_types::DELIVERY_REPORT) => match decode::<DeliveryReport>(&delivery.data) {
+                    Ok(report) => (
+                        report.batch_id.notification_id,
+                        retry_database("record delivery report", || {
+                            record_delivery(&handler.pool, &report, handler.invalid_threshold)
+                        })
+                        .await,
+                    ),
+                    Err(err) => return dead_letter(&delivery, &err.to_string()).await,
                 },
                 other => {
-                    dead_letter(
-                        &delivery,
-                        &format!("unexpected message type {other:?} on the reports queue"),
-                    )
-                    .await
+                    let reason = format!("unexpected message type {other:?} on the reports queue");
+                    return dead_letter(&delivery, &reason).await;
                 }
+            };
+            match recorded {
+                Ok(Recorded::Counted(Some(completion))) => {
+                    log_completion(id, &completion, handler.invalid_threshold);
+                    ack(&delivery).await;
+                }
+                Ok(Recorded::UnknownNotification) => {
+                    warn!(notification.id = %id, "report for an unknown notification");
+                    ack(&delivery).await;
+                }
+                Ok(recorded) => {
+                    debug!(notification.id = %id, ?recorded, "report");
+                    ack(&delivery).await;
+                }
+                Err(_) => requeue(&delivery).await,
             }
         })
     }

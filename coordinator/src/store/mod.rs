@@ -1,5 +1,6 @@
 //! SQL access to PostgreSQL, one module per table.
 
+pub mod delivery;
 pub mod notifications;
 pub mod registrations;
 pub mod topics;

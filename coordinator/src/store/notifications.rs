@@ -9,6 +9,8 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{GenericClient, Row, Transaction};
 use uuid::Uuid;
 
+use super::delivery::{Completion, maybe_complete};
+
 /// A notification's life, as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -59,8 +61,30 @@ pub struct StoredNotification {
     pub audience_ios: u64,
     pub audience_android: u64,
     pub batches_expected: u64,
+    pub batches_reported: u64,
+    pub ios: PlatformDelivery,
+    pub android: PlatformDelivery,
+    pub tokens_deleted: u64,
+    pub invalid_decision: Option<String>,
+    pub t50_ms: Option<u32>,
+    pub t90_ms: Option<u32>,
+    pub t99_ms: Option<u32>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    pub completed_at: Option<DateTime<Utc>>,
+    pub cancelled_at: Option<DateTime<Utc>>,
+}
+
+/// What became of one platform's pushes so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PlatformDelivery {
+    pub sent: u64,
+    pub failed: u64,
+    pub invalid: u64,
+    pub unregistered: u64,
+    pub expired: u64,
+    pub dry_run: u64,
+    pub cancelled: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -78,7 +102,11 @@ impl From<tokio_postgres::Error> for StoreError {
 }
 
 const COLUMNS: &str = "id, payload, status, api_key_id, trace_id, jobs_planned, jobs_done, jobs_failed,
-                       audience_ios, audience_android, batches_expected, created_at, updated_at";
+                       audience_ios, audience_android, batches_expected, batches_reported,
+                       sent_ios, failed_ios, invalid_ios, unregistered_ios, expired_ios, dry_run_ios, cancelled_ios,
+                       sent_android, failed_android, invalid_android, unregistered_android, expired_android,
+                       dry_run_android, cancelled_android, tokens_deleted, invalid_decision,
+                       t50_ms, t90_ms, t99_ms, created_at, updated_at, completed_at, cancelled_at";
 
 /// Stores a new notification in `accepted`; does nothing when the id exists.
 pub async fn insert_if_absent(
@@ -131,11 +159,11 @@ pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<StoredNotification>, 
     row.map(|row| from_row(&row)).transpose()
 }
 
-/// What recording a job report did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What recording a report did.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Recorded {
-    /// Counted now.
-    Counted,
+    /// Counted now; completed the notification when `Some`.
+    Counted(Option<Completion>),
     /// This job was already reported; nothing changed.
     Duplicate,
     /// No such notification (deleted, or from another installation).
@@ -143,7 +171,11 @@ pub enum Recorded {
 }
 
 /// Counts a job report once and moves the notification's status on.
-pub async fn record_job(pool: &PgPool, report: &JobReport) -> Result<Recorded, StoreError> {
+pub async fn record_job(
+    pool: &PgPool,
+    report: &JobReport,
+    invalid_threshold: f64,
+) -> Result<Recorded, StoreError> {
     let mut conn = pool.get().await.map_err(DbError::from)?;
     let tx = conn.transaction().await?;
     let (outcome, ios, android, batches, detail) = match &report.outcome {
@@ -207,8 +239,9 @@ pub async fn record_job(pool: &PgPool, report: &JobReport) -> Result<Recorded, S
         &[&report.notification_id],
     )
     .await?;
+    let completion = maybe_complete(&tx, report.notification_id, invalid_threshold).await?;
     tx.commit().await?;
-    Ok(Recorded::Counted)
+    Ok(Recorded::Counted(completion))
 }
 
 fn from_row(row: &Row) -> Result<StoredNotification, StoreError> {
@@ -229,7 +262,67 @@ fn from_row(row: &Row) -> Result<StoredNotification, StoreError> {
         audience_ios: count("audience_ios"),
         audience_android: count("audience_android"),
         batches_expected: count("batches_expected"),
+        batches_reported: count("batches_reported"),
+        ios: platform_delivery(row, "ios"),
+        android: platform_delivery(row, "android"),
+        tokens_deleted: count("tokens_deleted"),
+        invalid_decision: row.get("invalid_decision"),
+        t50_ms: timing(row, "t50_ms"),
+        t90_ms: timing(row, "t90_ms"),
+        t99_ms: timing(row, "t99_ms"),
         created_at: row.get("created_at"),
         updated_at: row.get("updated_at"),
+        completed_at: row.get("completed_at"),
+        cancelled_at: row.get("cancelled_at"),
+    })
+}
+
+fn platform_delivery(row: &Row, platform: &str) -> PlatformDelivery {
+    let count =
+        |name: &str| -> u64 { row.get::<_, i64>(format!("{name}_{platform}").as_str()).max(0) as u64 };
+    PlatformDelivery {
+        sent: count("sent"),
+        failed: count("failed"),
+        invalid: count("invalid"),
+        unregistered: count("unregistered"),
+        expired: count("expired"),
+        dry_run: count("dry_run"),
+        cancelled: count("cancelled"),
+    }
+}
+
+fn timing(row: &Row, name: &str) -> Option<u32> {
+    row.get::<_, Option<i32>>(name).map(|ms| ms.max(0) as u32)
+}
+
+/// What a cancel request found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancel {
+    /// Marked cancelled now (or it already was).
+    Cancelled,
+    /// Too late: it is complete.
+    AlreadyComplete,
+    Unknown,
+}
+
+/// Marks a notification cancelled unless it is complete.
+pub async fn cancel(pool: &PgPool, id: Uuid) -> Result<Cancel, StoreError> {
+    let conn = pool.get().await.map_err(DbError::from)?;
+    let row = conn
+        .query_opt(
+            "UPDATE notifications
+                SET status = CASE WHEN status = 'complete' THEN status ELSE 'cancelled' END,
+                    cancelled_at = CASE WHEN status = 'complete' THEN cancelled_at
+                                        ELSE coalesce(cancelled_at, now()) END,
+                    updated_at = now()
+              WHERE id = $1
+          RETURNING status",
+            &[&id],
+        )
+        .await?;
+    Ok(match row.map(|row| row.get::<_, String>(0)) {
+        None => Cancel::Unknown,
+        Some(status) if status == "complete" => Cancel::AlreadyComplete,
+        Some(_) => Cancel::Cancelled,
     })
 }

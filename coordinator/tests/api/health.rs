@@ -73,6 +73,7 @@ async fn the_openapi_document_lists_every_endpoint() {
         ("/api/v1/topics/{topic}", "get"),
         ("/api/v1/notifications", "post"),
         ("/api/v1/notifications/{id}", "get"),
+        ("/api/v1/notifications/{id}/cancel", "post"),
     ];
     for (path, method) in expected {
         assert!(

@@ -308,7 +308,10 @@ impl Apns {
             return Err(refuse(400, "BadDeviceToken"));
         }
         match self.state.faults.judge(token) {
-            Verdict::Serve => Ok(()),
+            Verdict::Serve => {
+                self.state.keep_sample(&body);
+                Ok(())
+            }
             Verdict::Dead => Err(refuse(410, "Unregistered")),
             Verdict::Invalid => Err(refuse(400, "BadDeviceToken")),
             Verdict::Foreign => Err(refuse(400, "DeviceTokenNotForTopic")),

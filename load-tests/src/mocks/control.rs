@@ -3,6 +3,7 @@
 //! - `GET /stats` — totals, per-status counts, duplicates, latency ([`Stats`]);
 //! - `POST /lookup` `{"tokens": [...]}` — per-token push counts;
 //! - `GET` / `PUT /faults` — the fault settings ([`FaultConfig`]);
+//! - `GET /sample` — the body of a recently accepted push;
 //! - `POST /reset` — forget the counts and clear the faults.
 
 use std::net::SocketAddr;
@@ -30,6 +31,8 @@ struct LookupRequest {
 pub struct MockState {
     pub accounting: Accounting,
     pub faults: Faults,
+    /// The body of a recently accepted push, to check what was sent.
+    sample: std::sync::Mutex<Option<bytes::Bytes>>,
 }
 
 impl MockState {
@@ -37,7 +40,22 @@ impl MockState {
         Self {
             accounting: Accounting::new(),
             faults: Faults::new(),
+            sample: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Keeps `body` as the sample (skipped when another request holds the
+    /// slot: the sample is any recent body, not every one).
+    pub fn keep_sample(&self, body: &bytes::Bytes) {
+        if let Ok(mut sample) = self.sample.try_lock() {
+            *sample = Some(body.clone());
+        }
+    }
+
+    /// A recently accepted push body, parsed.
+    pub fn sample(&self) -> Option<serde_json::Value> {
+        let sample = self.sample.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
+        serde_json::from_slice(&sample).ok()
     }
 }
 
@@ -55,6 +73,7 @@ async fn handle(state: Arc<MockState>, request: Request<Incoming>) -> Response<B
     match (method, path.as_str()) {
         (Method::GET, "/stats") => json_response(200, &json!(state.accounting.stats())),
         (Method::GET, "/faults") => json_response(200, &json!(state.faults.get())),
+        (Method::GET, "/sample") => json_response(200, &json!({"body": state.sample()})),
         (Method::PUT, "/faults") => match read_json::<FaultConfig>(request).await {
             Ok(config) => {
                 state.faults.set(config);

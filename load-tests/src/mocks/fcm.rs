@@ -14,7 +14,7 @@
 //!   `data` with string values); answers `{"name": ...}` or Google's error
 //!   JSON with `error.details[].errorCode`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,7 +26,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response};
-use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use jsonwebtoken::{Algorithm, DecodingKey};
 use rcgen::{KeyPair, PKCS_RSA_SHA256};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -191,9 +191,21 @@ impl FcmMock {
 #[derive(Deserialize)]
 struct AssertionClaims {
     iss: String,
+    aud: String,
     scope: String,
     iat: u64,
     exp: u64,
+}
+
+/// A base64url JWT segment, padded or not, as JSON.
+fn decode_segment<T: serde::de::DeserializeOwned>(segment: &str) -> Option<T> {
+    use base64::Engine;
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::URL_SAFE,
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    serde_json::from_slice(&LENIENT.decode(segment).ok()?).ok()
 }
 
 struct OAuth {
@@ -240,36 +252,39 @@ impl OAuth {
         }
     }
 
+    /// Checks the assertion like Google does. Client libraries differ in
+    /// whether they pad their base64url, so both forms are read; the
+    /// signature covers the header and claims exactly as sent.
     fn check_assertion(&self, assertion: &str) -> Result<(), &'static str> {
-        let header = jsonwebtoken::decode_header(assertion).map_err(|_| "Invalid JWT: malformed")?;
-        if header.alg != Algorithm::RS256 {
+        let segments: Vec<&str> = assertion.split('.').collect();
+        let [header, claims, signature] = segments.as_slice() else {
+            return Err("Invalid JWT: malformed");
+        };
+        let header: Value = decode_segment(header).ok_or("Invalid JWT: malformed header")?;
+        if header["alg"] != "RS256" {
             return Err("Invalid JWT: algorithm must be RS256");
         }
-        let mut validation = Validation::new(Algorithm::RS256);
-        validation.set_audience(&[&self.token_uri]);
-        validation.set_issuer(&[&self.client_email]);
-        validation.required_spec_claims =
-            HashSet::from(["exp".to_owned(), "iss".to_owned(), "aud".to_owned()]);
-        validation.leeway = CLOCK_SKEW_S;
-        let claims = jsonwebtoken::decode::<AssertionClaims>(assertion, &self.decoding_key, &validation)
-            .map_err(|err| match err.kind() {
-                jsonwebtoken::errors::ErrorKind::InvalidSignature => "Invalid JWT Signature.",
-                jsonwebtoken::errors::ErrorKind::ExpiredSignature => {
-                    "Invalid JWT: Token must be a short-lived token"
-                }
-                jsonwebtoken::errors::ErrorKind::InvalidAudience => "Invalid JWT: audience",
-                jsonwebtoken::errors::ErrorKind::InvalidIssuer => "Invalid JWT: issuer",
-                _ => "Invalid JWT",
-            })?
-            .claims;
+        let signed = &assertion[..assertion.rfind('.').unwrap_or(0)];
+        let valid = jsonwebtoken::crypto::verify(
+            signature.trim_end_matches('='),
+            signed.as_bytes(),
+            &self.decoding_key,
+            Algorithm::RS256,
+        )
+        .unwrap_or(false);
+        if !valid {
+            return Err("Invalid JWT Signature.");
+        }
+        let claims: AssertionClaims = decode_segment(claims).ok_or("Invalid JWT: malformed claims")?;
         if claims.iss != self.client_email {
             return Err("Invalid JWT: issuer");
         }
+        if claims.aud != self.token_uri {
+            return Err("Invalid JWT: audience");
+        }
         let now = unix_s();
-        if claims.iat > now + CLOCK_SKEW_S
-            || claims.exp < claims.iat
-            || claims.exp - claims.iat > MAX_ASSERTION_LIFETIME_S
-        {
+        let short_lived = claims.exp >= claims.iat && claims.exp - claims.iat <= MAX_ASSERTION_LIFETIME_S;
+        if claims.iat > now + CLOCK_SKEW_S || claims.exp + CLOCK_SKEW_S < now || !short_lived {
             return Err(
                 "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe",
             );
@@ -412,6 +427,9 @@ impl Fcm {
         let outcome = self
             .check_message(&message, &token)
             .and_then(|()| self.judge(&token));
+        if outcome.is_ok() {
+            self.state.keep_sample(&body);
+        }
         (token, outcome)
     }
 

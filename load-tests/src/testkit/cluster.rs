@@ -1,9 +1,11 @@
 //! The cluster itself: start, drive, observe, stop.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use clarion_coordinator::Coordinator;
+use clarion_dispatcher::Dispatcher;
 use clarion_harvester::Harvester;
 use clarion_proto::codec::decode;
 use clarion_proto::{Names, Platform, TokenBatch};
@@ -17,6 +19,9 @@ use reqwest::{Client, StatusCode};
 use serde_json::Value;
 use tokio_postgres::NoTls;
 
+use crate::mocks::control::MockState;
+use crate::mocks::{ApnsMock, ApnsMockConfig, FcmMock, FcmMockConfig};
+
 /// Keys the cluster's coordinator accepts.
 pub const APP_KEY: &str = "test-app-key";
 pub const DESK_KEY: &str = "test-desk-key";
@@ -27,6 +32,71 @@ pub struct ClusterOptions {
     pub coordinator: Vec<String>,
     pub harvester: Vec<String>,
     pub harvesters: usize,
+    pub dispatcher: Vec<String>,
+    /// Start the mock APNs and FCM and one dispatcher per platform.
+    pub dispatchers: bool,
+}
+
+/// The mock APNs and FCM the cluster's dispatchers talk to.
+pub struct Mocks {
+    pub apns: ApnsMock,
+    pub fcm: FcmMock,
+    /// Both mocks' CA certificates, for `--extra-ca-file`.
+    pub ca_file: PathBuf,
+    dir: PathBuf,
+}
+
+impl Drop for Mocks {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Mocks {
+    pub async fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!("clarion-mocks-{}", uuid::Uuid::new_v4().simple()));
+        let apns = ApnsMock::start(ApnsMockConfig::local(dir.clone()))
+            .await
+            .expect("mock APNs starts");
+        let fcm = FcmMock::start(FcmMockConfig::local(dir.clone()))
+            .await
+            .expect("mock FCM starts");
+        let ca_file = dir.join("extra-ca.pem");
+        let both = [&apns.ca_file, &fcm.ca_file]
+            .iter()
+            .map(|path| std::fs::read_to_string(path).expect("a CA file"))
+            .collect::<String>();
+        std::fs::write(&ca_file, both).expect("CA bundle written");
+        Self {
+            apns,
+            fcm,
+            ca_file,
+            dir,
+        }
+    }
+
+    /// The mock standing in for `platform`'s provider.
+    pub fn state(&self, platform: Platform) -> &MockState {
+        match platform {
+            Platform::Ios => &self.apns.state,
+            Platform::Android => &self.fcm.state,
+        }
+    }
+
+    /// Dispatcher flags pointing at the mocks.
+    pub fn dispatcher_args(&self) -> Vec<String> {
+        vec![
+            format!("--apns-endpoint={}", self.apns.endpoint),
+            format!("--apns-sandbox-endpoint={}", self.apns.endpoint),
+            format!("--apns-key-file={}", self.apns.key_file.display()),
+            format!("--apns-key-id={}", self.apns.key_id),
+            format!("--apns-team-id={}", self.apns.team_id),
+            format!("--apns-topic={}", self.apns.bundle_id),
+            format!("--fcm-endpoint={}", self.fcm.endpoint),
+            format!("--fcm-credentials-file={}", self.fcm.credentials_file.display()),
+            format!("--extra-ca-file={}", self.ca_file.display()),
+        ]
+    }
 }
 
 pub struct Cluster {
@@ -36,6 +106,9 @@ pub struct Cluster {
     pub base: String,
     pub http: Client,
     pub harvesters: Vec<Harvester>,
+    pub dispatchers: Vec<Dispatcher>,
+    /// Present when the options asked for dispatchers.
+    pub mocks: Option<Mocks>,
     options: ClusterOptions,
     coordinator: Option<Coordinator>,
     amqp: Connection,
@@ -74,6 +147,8 @@ impl Cluster {
             broker,
             names,
             harvesters: Vec::new(),
+            dispatchers: Vec::new(),
+            mocks: None,
             options,
             coordinator: Some(coordinator),
             amqp,
@@ -82,7 +157,49 @@ impl Cluster {
         for _ in 0..cluster.options.harvesters {
             cluster.start_harvester(&[]).await;
         }
+        if cluster.options.dispatchers {
+            cluster.mocks = Some(Mocks::start().await);
+            for platform in Platform::ALL {
+                cluster.start_dispatcher(platform, &[]).await;
+            }
+        }
         cluster
+    }
+
+    /// The mocks (the cluster must have been started with dispatchers).
+    pub fn mocks(&self) -> &Mocks {
+        self.mocks.as_ref().expect("a cluster started with dispatchers")
+    }
+
+    /// Starts one more dispatcher for `platform` with the cluster's flags
+    /// plus `extra`; returns its index in `dispatchers`.
+    pub async fn start_dispatcher(&mut self, platform: Platform, extra: &[&str]) -> usize {
+        let mut args = vec![
+            "clarion-dispatcher".to_owned(),
+            format!("--platform={platform}"),
+            "--http-addr=127.0.0.1:0".into(),
+            format!("--amqp-url={}", self.broker.url),
+            format!("--amqp-namespace={}", self.broker.namespace),
+            "--dispatch-retry-base-ms=20".into(),
+            "--dispatch-retry-max-ms=500".into(),
+        ];
+        args.extend(self.mocks().dispatcher_args());
+        args.extend(self.options.dispatcher.iter().cloned());
+        args.extend(extra.iter().map(|arg| arg.to_string()));
+        let settings = clarion_dispatcher::Settings::try_parse_from(args).expect("dispatcher settings");
+        self.dispatchers.push(
+            clarion_dispatcher::start(settings)
+                .await
+                .expect("dispatcher starts"),
+        );
+        self.dispatchers.len() - 1
+    }
+
+    /// Waits until the notification is complete (or cancelled / failed and
+    /// fully reported) and returns its status.
+    pub async fn wait_until_settled(&self, id: &str, timeout: Duration) -> Value {
+        self.wait_for_status(id, timeout, |s| !s["completed_at"].is_null())
+            .await
     }
 
     /// Starts one more harvester with the cluster's flags plus `extra`;
@@ -243,6 +360,9 @@ impl Cluster {
     /// Stops every service; the namespace and the database are deleted when
     /// the cluster is dropped.
     pub async fn stop(mut self) {
+        for dispatcher in self.dispatchers.drain(..) {
+            dispatcher.stop().await;
+        }
         for harvester in self.harvesters.drain(..) {
             harvester.stop().await;
         }

@@ -5,5 +5,5 @@
 mod cluster;
 mod seed;
 
-pub use cluster::{APP_KEY, Cluster, ClusterOptions, DESK_KEY};
+pub use cluster::{APP_KEY, Cluster, ClusterOptions, DESK_KEY, Mocks};
 pub use seed::{Device, seed_devices};

@@ -1,0 +1,189 @@
+//! The batch worker: what each dispatcher actor does with a token batch.
+//!
+//! The actors are `clarion_runtime::consumer::QueueConsumer`s on the
+//! platform's delivery queue (manual ack, bounded prefetch); each hands its
+//! batches, one at a time, to this handler:
+//!
+//! 1. decode the batch (an unreadable or misrouted one is dead-lettered);
+//! 2. deliver it on the delivery runtime (see [`crate::delivery`]);
+//! 3. publish the delivery report and the tokens to clean up, confirmed;
+//! 4. ack. If the report cannot be published the batch goes back to the
+//!    queue and is delivered again: a crash re-sends only batches in flight.
+
+use std::sync::Arc;
+
+use clarion_proto::codec::{decode, encode};
+use clarion_proto::names::{message_types, routing_keys};
+use clarion_proto::{
+    BatchId, CleanupReason, DeliveryReport, Names, Platform, TokenBatch, TokenCleanup, WireVersion,
+};
+use clarion_runtime::consumer::{DeliveryHandler, ack, dead_letter, requeue};
+use clarion_runtime::message::properties;
+use clarion_runtime::publisher::{Outgoing, Publisher};
+use futures::future::LocalBoxFuture;
+use lapin::message::Delivery;
+use tracing::{info, warn};
+
+use crate::channel::PushChannel;
+use crate::delivery::{BatchOutcome, Deliverer};
+
+/// Attempts to get a batch's report confirmed before giving the batch back.
+const PUBLISH_ATTEMPTS: u32 = 3;
+/// Invalid tokens above this share of a batch are logged as a warning: a
+/// sign of a wrong bundle id, project or environment (the coordinator
+/// decides what to delete).
+const SUSPICIOUS_INVALID_SHARE: f64 = 0.05;
+
+pub struct BatchWorker<C: PushChannel> {
+    pub deliverer: Arc<Deliverer<C>>,
+    /// Where pushes run (a multi-threaded runtime).
+    pub runtime: tokio::runtime::Handle,
+    pub publisher: Publisher,
+    pub names: Names,
+    pub platform: Platform,
+}
+
+impl<C: PushChannel> Clone for BatchWorker<C> {
+    fn clone(&self) -> Self {
+        Self {
+            deliverer: self.deliverer.clone(),
+            runtime: self.runtime.clone(),
+            publisher: self.publisher.clone(),
+            names: self.names.clone(),
+            platform: self.platform,
+        }
+    }
+}
+
+impl<C: PushChannel> DeliveryHandler for BatchWorker<C> {
+    fn handle(&self, delivery: Delivery) -> LocalBoxFuture<'static, ()> {
+        let worker = self.clone();
+        Box::pin(async move {
+            let batch = match decode::<TokenBatch>(&delivery.data) {
+                Ok(batch) if batch.platform == worker.platform => batch,
+                Ok(batch) => {
+                    return dead_letter(
+                        &delivery,
+                        &format!("a {} batch on the {} queue", batch.platform, worker.platform),
+                    )
+                    .await;
+                }
+                Err(err) => return dead_letter(&delivery, &err.to_string()).await,
+            };
+            let started = std::time::Instant::now();
+            let batch = Arc::new(batch);
+            let deliverer = worker.deliverer.clone();
+            let delivering = batch.clone();
+            let outcome = match worker
+                .runtime
+                .spawn(async move { deliverer.deliver(&delivering).await })
+                .await
+            {
+                Ok(outcome) => outcome,
+                Err(err) => {
+                    warn!(batch = %batch.batch_id, error = %err, "delivery task failed");
+                    return requeue(&delivery).await;
+                }
+            };
+            log_outcome(&batch, &outcome, started.elapsed());
+            match worker.messages(&batch, outcome) {
+                Ok(messages) => match worker.publisher.publish_all(&messages, PUBLISH_ATTEMPTS).await {
+                    Ok(()) => ack(&delivery).await,
+                    Err(err) => {
+                        warn!(batch = %batch.batch_id, error = %err, "report not confirmed; the batch goes back to the queue");
+                        requeue(&delivery).await;
+                    }
+                },
+                Err(err) => {
+                    warn!(batch = %batch.batch_id, error = %err, "report not encoded");
+                    requeue(&delivery).await;
+                }
+            }
+        })
+    }
+}
+
+impl<C: PushChannel> BatchWorker<C> {
+    /// The delivery report and the cleanups of a delivered batch.
+    fn messages(&self, batch: &TokenBatch, outcome: BatchOutcome) -> Result<Vec<Outgoing>, String> {
+        let id = batch.batch_id.notification_id;
+        let report = DeliveryReport {
+            v: WireVersion::CURRENT,
+            batch_id: batch.batch_id,
+            platform: batch.platform,
+            counts: outcome.counts,
+            first_accept_at: outcome.first_accept_at,
+            last_accept_at: outcome.last_accept_at,
+            accepts: outcome.accepts,
+        };
+        let mut messages = vec![self.outgoing(
+            routing_keys::DELIVERY_REPORT,
+            message_types::DELIVERY_REPORT,
+            id,
+            encode(&report).map_err(|err| err.to_string())?,
+        )];
+        for (reason, tokens) in [
+            (CleanupReason::Unregistered, outcome.unregistered),
+            (CleanupReason::Invalid, outcome.invalid),
+        ] {
+            if tokens.is_empty() {
+                continue;
+            }
+            let cleanup = TokenCleanup {
+                v: WireVersion::CURRENT,
+                notification_id: id,
+                platform: batch.platform,
+                reason,
+                tokens,
+            };
+            messages.push(self.outgoing(
+                routing_keys::TOKEN_CLEANUP,
+                message_types::TOKEN_CLEANUP,
+                id,
+                encode(&cleanup).map_err(|err| err.to_string())?,
+            ));
+        }
+        Ok(messages)
+    }
+
+    fn outgoing(&self, routing_key: &str, message_type: &str, id: uuid::Uuid, body: Vec<u8>) -> Outgoing {
+        Outgoing {
+            exchange: self.names.reports_exchange(),
+            routing_key: routing_key.to_owned(),
+            body,
+            properties: properties(message_type, id),
+        }
+    }
+}
+
+fn log_outcome(batch: &TokenBatch, outcome: &BatchOutcome, elapsed: std::time::Duration) {
+    let counts = &outcome.counts;
+    let id: BatchId = batch.batch_id;
+    let tokens = batch.tokens.len();
+    info!(
+        notification.id = %id.notification_id,
+        batch = %id,
+        platform = %batch.platform,
+        tokens,
+        sent = counts.sent,
+        failed = counts.failed,
+        invalid = counts.invalid,
+        unregistered = counts.unregistered,
+        expired = counts.expired,
+        dry_run = counts.dry_run,
+        cancelled = counts.cancelled,
+        retries = outcome.retries,
+        failures = ?outcome.failures,
+        elapsed_ms = elapsed.as_millis() as u64,
+        "batch delivered"
+    );
+    if tokens > 0 && f64::from(counts.invalid) / tokens as f64 > SUSPICIOUS_INVALID_SHARE {
+        warn!(
+            notification.id = %id.notification_id,
+            batch = %id,
+            invalid = counts.invalid,
+            tokens,
+            "many tokens refused as invalid: check the bundle id / Firebase project / APNs environment"
+        );
+    }
+}

@@ -1,0 +1,3 @@
+//! The dispatcher's actors.
+
+pub mod batch_worker;

@@ -1,0 +1,97 @@
+//! Delivery to Apple: `a2`'s payload and error model over Clarion's pooled
+//! HTTP/2 transport, one pool per APNs environment, provider-token auth.
+
+pub mod errors;
+pub mod payload;
+pub mod token;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use clarion_proto::{ApnsEnvironment, TokenBatch};
+use http::{HeaderValue, Method, Request};
+use rustls::ClientConfig;
+use tracing::debug;
+
+use crate::channel::{Attempt, PushChannel};
+use crate::config::ApnsSettings;
+use crate::http2::Http2Pool;
+use payload::PreparedApns;
+use token::ProviderToken;
+
+pub struct ApnsChannel {
+    production: Http2Pool,
+    sandbox: Http2Pool,
+    token: ProviderToken,
+    topic: HeaderValue,
+}
+
+impl ApnsChannel {
+    pub fn new(
+        settings: &ApnsSettings,
+        tls: Arc<ClientConfig>,
+        connections: usize,
+        timeout: Duration,
+    ) -> Result<Self, String> {
+        let required = |value: &Option<String>, name: &str| {
+            value
+                .clone()
+                .ok_or_else(|| format!("{name} is required for --platform ios"))
+        };
+        let key_file = settings
+            .key_file
+            .clone()
+            .ok_or("CLARION_APNS_KEY_FILE is required for --platform ios")?;
+        let key_id = required(&settings.key_id, "CLARION_APNS_KEY_ID")?;
+        let team_id = required(&settings.team_id, "CLARION_APNS_TEAM_ID")?;
+        let topic = required(&settings.topic, "CLARION_APNS_TOPIC")?;
+        let refresh = Duration::from_secs(settings.token_refresh_secs);
+        Ok(Self {
+            production: Http2Pool::new(&settings.endpoint, tls.clone(), connections, timeout)?,
+            sandbox: Http2Pool::new(&settings.sandbox_endpoint, tls, connections, timeout)?,
+            token: ProviderToken::new(&key_file, &key_id, &team_id, refresh)?,
+            topic: HeaderValue::from_str(&topic)
+                .map_err(|_| "CLARION_APNS_TOPIC is not a valid header value")?,
+        })
+    }
+}
+
+impl PushChannel for ApnsChannel {
+    type Prepared = PreparedApns;
+
+    fn prepare(&self, batch: &TokenBatch) -> Result<PreparedApns, String> {
+        payload::prepare(&batch.notification, batch.sent_at, &self.topic)
+    }
+
+    async fn send(&self, token: &str, environment: ApnsEnvironment, prepared: &PreparedApns) -> Attempt {
+        let pool = match environment {
+            ApnsEnvironment::Production => &self.production,
+            ApnsEnvironment::Sandbox => &self.sandbox,
+        };
+        let Ok(uri) = pool.uri(&format!("/3/device/{token}")) else {
+            return Attempt::Invalid("BadDeviceToken");
+        };
+        let mut request = Request::new(());
+        *request.method_mut() = Method::POST;
+        *request.uri_mut() = uri;
+        let headers = request.headers_mut();
+        headers.clone_from(&prepared.headers);
+        headers.insert(http::header::AUTHORIZATION, self.token.header());
+        match pool.send(request, Bytes::clone(&prepared.body)).await {
+            Ok(response) => errors::classify(response.status, &response.headers, &response.body),
+            Err(err) => {
+                debug!(error = %err, "APNs request failed");
+                Attempt::Retry {
+                    reason: err.label(),
+                    after: None,
+                    throttled: false,
+                }
+            }
+        }
+    }
+
+    async fn reauthenticate(&self) {
+        self.token.force_renew();
+    }
+}

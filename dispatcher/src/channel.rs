@@ -1,0 +1,63 @@
+//! The one small trait every delivery channel (APNs, FCM) implements, so a
+//! third channel is a new folder, not edits everywhere.
+
+use std::future::Future;
+use std::time::Duration;
+
+use clarion_proto::{ApnsEnvironment, TokenBatch};
+
+/// What became of one attempt to push to one device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    /// Accepted by Apple / Google.
+    Accepted,
+    /// The provider says the app is gone from the device: clean the token up.
+    Unregistered,
+    /// The token is malformed or belongs to another app / project: never retried.
+    Invalid(&'static str),
+    /// Worth another attempt (429, 5xx, connection trouble). `after` comes
+    /// from `Retry-After`; `throttled` means the provider asked us to slow down.
+    Retry {
+        reason: &'static str,
+        after: Option<Duration>,
+        throttled: bool,
+    },
+    /// Our credentials were refused as expired: renew them, then retry.
+    Reauthenticate(&'static str),
+    /// Refused for good, for a reason that is not the token's.
+    Failed(&'static str),
+}
+
+/// A way to push to devices of one platform.
+pub trait PushChannel: Send + Sync + 'static {
+    /// Everything about a notification's push that does not depend on the
+    /// device: built once per notification and reused for all its tokens.
+    type Prepared: Send + Sync + 'static;
+
+    /// Builds the push of `batch`'s notification.
+    fn prepare(&self, batch: &TokenBatch) -> Result<Self::Prepared, String>;
+
+    /// One attempt to push `prepared` to `token`.
+    fn send(
+        &self,
+        token: &str,
+        environment: ApnsEnvironment,
+        prepared: &Self::Prepared,
+    ) -> impl Future<Output = Attempt> + Send;
+
+    /// Renews the credentials after a [`Attempt::Reauthenticate`].
+    fn reauthenticate(&self) -> impl Future<Output = ()> + Send;
+}
+
+/// The `Retry-After` of an answer, in whole seconds (the HTTP-date form is
+/// not used by APNs or FCM).
+pub fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
+    headers
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(Duration::from_secs)
+}

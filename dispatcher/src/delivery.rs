@@ -1,0 +1,314 @@
+//! Delivering one token batch: every token pushed concurrently (bounded),
+//! retried with jittered exponential backoff honouring `Retry-After`,
+//! paced by the optional rate cap and by a process-wide pause whenever the
+//! provider answers 429. Invalid tokens are never retried.
+//!
+//! The push of a notification is prepared once and cached by notification
+//! id, so the 1000th batch of a send costs no payload building at all.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use clarion_proto::{ACCEPT_BUCKET_MS, AcceptBucket, DeliveryCounts, TokenBatch};
+use clarion_runtime::control::Cancellations;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use rand::Rng;
+use uuid::Uuid;
+
+use crate::channel::{Attempt, PushChannel};
+
+/// Prepared pushes kept: the notifications a dispatcher works on at once.
+const PREPARED_CACHE: usize = 64;
+
+/// How hard to try.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Pushes of one batch in flight at once.
+    pub per_batch: usize,
+    pub max_attempts: u32,
+    pub retry_base: Duration,
+    pub retry_max: Duration,
+}
+
+/// What became of a batch.
+#[derive(Debug, Clone, Default)]
+pub struct BatchOutcome {
+    pub counts: DeliveryCounts,
+    pub accepts: Vec<AcceptBucket>,
+    pub first_accept_at: Option<DateTime<Utc>>,
+    pub last_accept_at: Option<DateTime<Utc>>,
+    /// Tokens the provider says are gone.
+    pub unregistered: Vec<String>,
+    /// Tokens refused as malformed or foreign.
+    pub invalid: Vec<String>,
+    pub retries: u32,
+    /// Why pushes failed, invalid or unregistered tokens aside (fixed labels).
+    pub failures: BTreeMap<&'static str, u32>,
+}
+
+/// The fate of one token.
+enum Fate {
+    Accepted(DateTime<Utc>),
+    Unregistered,
+    Invalid,
+    Failed(&'static str),
+    Cancelled,
+}
+
+pub struct Deliverer<C: PushChannel> {
+    channel: Arc<C>,
+    limits: Limits,
+    rate: Option<DefaultDirectRateLimiter>,
+    pause: Pause,
+    cancellations: Cancellations,
+    prepared: Mutex<PreparedCache<C::Prepared>>,
+}
+
+impl<C: PushChannel> Deliverer<C> {
+    /// `rate_limit`: most pushes per second, 0 for none.
+    pub fn new(channel: Arc<C>, limits: Limits, rate_limit: u32, cancellations: Cancellations) -> Self {
+        Self {
+            channel,
+            limits,
+            rate: NonZeroU32::new(rate_limit).map(|rate| {
+                // A burst of a tenth of a second's worth keeps the pace smooth.
+                let burst = NonZeroU32::new((rate.get() / 10).max(1)).unwrap_or(NonZeroU32::MIN);
+                RateLimiter::direct(Quota::per_second(rate).allow_burst(burst))
+            }),
+            pause: Pause::new(),
+            cancellations,
+            prepared: Mutex::new(PreparedCache::default()),
+        }
+    }
+
+    pub fn is_cancelled(&self, id: Uuid) -> bool {
+        self.cancellations.is_cancelled(id)
+    }
+
+    pub async fn deliver(&self, batch: &TokenBatch) -> BatchOutcome {
+        let mut outcome = BatchOutcome::default();
+        let tokens = batch.tokens.len() as u32;
+        let id = batch.batch_id.notification_id;
+        let expires_at = batch.sent_at + chrono::Duration::seconds(i64::from(batch.notification.ttl_seconds));
+        if self.cancellations.is_cancelled(id) {
+            outcome.counts.cancelled = tokens;
+            return outcome;
+        }
+        if batch.notification.dry_run {
+            outcome.counts.dry_run = tokens;
+            return outcome;
+        }
+        if Utc::now() >= expires_at {
+            outcome.counts.expired = tokens;
+            return outcome;
+        }
+        let prepared = match self.prepared(batch) {
+            Ok(prepared) => prepared,
+            Err(reason) => {
+                tracing::error!(notification.id = %id, error = %reason, "cannot prepare the push");
+                outcome.counts.failed = tokens;
+                outcome.failures.insert("prepare", tokens);
+                return outcome;
+            }
+        };
+
+        let limit = self.limits.per_batch.max(1);
+        let mut tokens = batch.tokens.iter();
+        let mut in_flight = FuturesUnordered::new();
+        let mut accepts: BTreeMap<u32, u32> = BTreeMap::new();
+        loop {
+            while in_flight.len() < limit {
+                match tokens.next() {
+                    Some(token) => in_flight.push(self.push(token, batch, &prepared)),
+                    None => break,
+                }
+            }
+            let Some((token, fate, retries)) = in_flight.next().await else {
+                break;
+            };
+            outcome.retries += retries;
+            match fate {
+                Fate::Accepted(at) => {
+                    outcome.counts.sent += 1;
+                    outcome.first_accept_at = Some(outcome.first_accept_at.map_or(at, |first| first.min(at)));
+                    outcome.last_accept_at = Some(outcome.last_accept_at.map_or(at, |last| last.max(at)));
+                    let after = (at - batch.sent_at)
+                        .num_milliseconds()
+                        .clamp(0, i64::from(u32::MAX)) as u32;
+                    *accepts
+                        .entry(after / ACCEPT_BUCKET_MS * ACCEPT_BUCKET_MS)
+                        .or_default() += 1;
+                }
+                Fate::Unregistered => {
+                    outcome.counts.unregistered += 1;
+                    outcome.unregistered.push(token.clone());
+                }
+                Fate::Invalid => {
+                    outcome.counts.invalid += 1;
+                    outcome.invalid.push(token.clone());
+                }
+                Fate::Failed(reason) => {
+                    outcome.counts.failed += 1;
+                    *outcome.failures.entry(reason).or_default() += 1;
+                }
+                Fate::Cancelled => outcome.counts.cancelled += 1,
+            }
+        }
+        outcome.accepts = accepts
+            .into_iter()
+            .map(|(after_ms, count)| AcceptBucket { after_ms, count })
+            .collect();
+        outcome
+    }
+
+    /// One token, with retries; also returns how many retries it took.
+    async fn push<'a>(
+        &self,
+        token: &'a String,
+        batch: &TokenBatch,
+        prepared: &C::Prepared,
+    ) -> (&'a String, Fate, u32) {
+        let (fate, retries) = self.attempts(token, batch, prepared).await;
+        (token, fate, retries)
+    }
+
+    async fn attempts(&self, token: &str, batch: &TokenBatch, prepared: &C::Prepared) -> (Fate, u32) {
+        let id = batch.batch_id.notification_id;
+        let mut retries = 0;
+        let mut last_reason = "unknown";
+        for attempt in 1..=self.limits.max_attempts {
+            if self.cancellations.is_cancelled(id) {
+                return (Fate::Cancelled, retries);
+            }
+            self.pause.wait().await;
+            if let Some(rate) = &self.rate {
+                rate.until_ready().await;
+            }
+            let (reason, after) = match self.channel.send(token, batch.environment, prepared).await {
+                Attempt::Accepted => return (Fate::Accepted(Utc::now()), retries),
+                Attempt::Unregistered => return (Fate::Unregistered, retries),
+                Attempt::Invalid(_) => return (Fate::Invalid, retries),
+                Attempt::Failed(reason) => return (Fate::Failed(reason), retries),
+                Attempt::Reauthenticate(reason) => {
+                    self.channel.reauthenticate().await;
+                    (reason, Some(Duration::ZERO))
+                }
+                Attempt::Retry {
+                    reason,
+                    after,
+                    throttled,
+                } => {
+                    let delay = after.unwrap_or_default().max(self.backoff(attempt));
+                    if throttled {
+                        // The provider asked us to slow down: everyone waits.
+                        self.pause.extend(delay);
+                    }
+                    (reason, Some(delay))
+                }
+            };
+            last_reason = reason;
+            if attempt == self.limits.max_attempts {
+                break;
+            }
+            retries += 1;
+            if let Some(delay) = after
+                && !delay.is_zero()
+            {
+                tokio::time::sleep(delay).await;
+            }
+        }
+        (Fate::Failed(last_reason), retries)
+    }
+
+    /// Full-jitter exponential backoff for attempt `attempt` (1-based).
+    fn backoff(&self, attempt: u32) -> Duration {
+        let ceiling = self
+            .limits
+            .retry_base
+            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1).min(20)))
+            .min(self.limits.retry_max);
+        let jitter: f64 = rand::rng().random_range(0.5..=1.0);
+        ceiling.mul_f64(jitter)
+    }
+
+    fn prepared(&self, batch: &TokenBatch) -> Result<Arc<C::Prepared>, String> {
+        let id = batch.batch_id.notification_id;
+        if let Some(prepared) = lock(&self.prepared).get(id) {
+            return Ok(prepared);
+        }
+        let prepared = Arc::new(self.channel.prepare(batch)?);
+        lock(&self.prepared).insert(id, prepared.clone());
+        Ok(prepared)
+    }
+}
+
+/// Prepared pushes by notification, oldest forgotten first.
+struct PreparedCache<P> {
+    entries: HashMap<Uuid, Arc<P>>,
+    order: VecDeque<Uuid>,
+}
+
+impl<P> Default for PreparedCache<P> {
+    fn default() -> Self {
+        Self {
+            entries: HashMap::new(),
+            order: VecDeque::new(),
+        }
+    }
+}
+
+impl<P> PreparedCache<P> {
+    fn get(&self, id: Uuid) -> Option<Arc<P>> {
+        self.entries.get(&id).cloned()
+    }
+
+    fn insert(&mut self, id: Uuid, prepared: Arc<P>) {
+        if self.entries.insert(id, prepared).is_none() {
+            self.order.push_back(id);
+        }
+        while self.order.len() > PREPARED_CACHE {
+            if let Some(oldest) = self.order.pop_front() {
+                self.entries.remove(&oldest);
+            }
+        }
+    }
+}
+
+/// A process-wide pause after a 429: every push waits until it is over.
+struct Pause {
+    base: Instant,
+    /// Milliseconds after `base` until which pushes wait.
+    until_ms: AtomicU64,
+}
+
+impl Pause {
+    fn new() -> Self {
+        Self {
+            base: Instant::now(),
+            until_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn extend(&self, by: Duration) {
+        let until = (self.base.elapsed() + by).as_millis() as u64;
+        self.until_ms.fetch_max(until, Ordering::Relaxed);
+    }
+
+    async fn wait(&self) {
+        let until = self.until_ms.load(Ordering::Relaxed);
+        let now = self.base.elapsed().as_millis() as u64;
+        if until > now {
+            tokio::time::sleep(Duration::from_millis(until - now)).await;
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -1,0 +1,119 @@
+//! OAuth2 access tokens for FCM from a service account (yup-oauth2), fetched
+//! over a client that trusts `CLARION_EXTRA_CA_FILE` too, cached, and
+//! renewed before they expire (or at once when FCM refuses one).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwapOption;
+use http::HeaderValue;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use tracing::{info, warn};
+use yup_oauth2::authenticator::Authenticator;
+use yup_oauth2::{CustomHyperClientBuilder, ServiceAccountAuthenticator, ServiceAccountKey};
+
+use crate::http2::client_config;
+
+pub const FCM_SCOPE: &str = "https://www.googleapis.com/auth/firebase.messaging";
+/// A token is renewed this long before it expires.
+const RENEW_MARGIN: Duration = Duration::from_secs(300);
+/// Forced renewals (after a 401) happen at most this often.
+const MIN_FORCED_RENEWAL: Duration = Duration::from_secs(30);
+
+type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+
+struct Cached {
+    header: HeaderValue,
+    renew_at: Instant,
+    fetched_at: Instant,
+}
+
+pub struct FcmAuth {
+    authenticator: Authenticator<Connector>,
+    cached: ArcSwapOption<Cached>,
+    fetching: tokio::sync::Mutex<()>,
+}
+
+/// The service account's project and the authenticator for it. The token
+/// fetch trusts `extra_ca` like every other outbound client.
+pub async fn from_credentials(path: &Path, extra_ca: Option<&Path>) -> Result<(String, FcmAuth), String> {
+    let key: ServiceAccountKey = yup_oauth2::read_service_account_key(path)
+        .await
+        .map_err(|err| format!("cannot read the service account {}: {err}", path.display()))?;
+    let project = key.project_id.clone().unwrap_or_default();
+    // hyper-rustls negotiates ALPN itself: a configuration without it.
+    let tls = client_config(extra_ca, &[]).map_err(|err| err.to_string())?;
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(Arc::unwrap_or_clone(tls))
+        .https_only()
+        .enable_http1()
+        .enable_http2()
+        .build();
+    let client = Client::builder(TokioExecutor::new()).build::<_, String>(connector);
+    let authenticator = ServiceAccountAuthenticator::with_client(key, CustomHyperClientBuilder::from(client))
+        .build()
+        .await
+        .map_err(|err| format!("cannot set up the OAuth2 client: {err}"))?;
+    Ok((
+        project,
+        FcmAuth {
+            authenticator,
+            cached: ArcSwapOption::empty(),
+            fetching: tokio::sync::Mutex::new(()),
+        },
+    ))
+}
+
+impl FcmAuth {
+    /// The `authorization` header value, fetching a token when none is fresh.
+    pub async fn header(&self) -> Result<HeaderValue, String> {
+        if let Some(cached) = self.cached.load_full().filter(|c| Instant::now() < c.renew_at) {
+            return Ok(cached.header.clone());
+        }
+        self.fetch(false).await
+    }
+
+    /// Fetches a new token now (FCM refused the current one).
+    pub async fn renew(&self) {
+        let recent = self
+            .cached
+            .load_full()
+            .is_some_and(|c| c.fetched_at.elapsed() < MIN_FORCED_RENEWAL);
+        if !recent && let Err(err) = self.fetch(true).await {
+            warn!(error = %err, "cannot renew the FCM access token");
+        }
+    }
+
+    async fn fetch(&self, force: bool) -> Result<HeaderValue, String> {
+        let _one_at_a_time = self.fetching.lock().await;
+        if !force && let Some(cached) = self.cached.load_full().filter(|c| Instant::now() < c.renew_at) {
+            return Ok(cached.header.clone());
+        }
+        let token = if force {
+            self.authenticator.force_refreshed_token(&[FCM_SCOPE]).await
+        } else {
+            self.authenticator.token(&[FCM_SCOPE]).await
+        }
+        .map_err(|err| format!("OAuth2 token request failed: {err}"))?;
+        let value = token.token().ok_or("the OAuth2 answer holds no access token")?;
+        let header = HeaderValue::from_str(&format!("Bearer {value}")).map_err(|err| err.to_string())?;
+        let lifetime = token
+            .expiration_time()
+            .map(|expires| {
+                let left = expires - time::OffsetDateTime::now_utc();
+                Duration::from_secs(left.whole_seconds().max(0) as u64)
+            })
+            .unwrap_or(Duration::from_secs(3600));
+        let now = Instant::now();
+        self.cached.store(Some(Arc::new(Cached {
+            header: header.clone(),
+            renew_at: now + lifetime.saturating_sub(RENEW_MARGIN).max(lifetime / 2),
+            fetched_at: now,
+        })));
+        info!(lifetime_s = lifetime.as_secs(), "FCM access token fetched");
+        Ok(header)
+    }
+}

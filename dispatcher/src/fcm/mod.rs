@@ -1,0 +1,104 @@
+//! Delivery to Google: the FCM HTTP v1 API over Clarion's pooled HTTP/2
+//! transport, with an OAuth2 service-account token.
+
+pub mod auth;
+pub mod errors;
+pub mod message;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clarion_proto::{ApnsEnvironment, TokenBatch};
+use http::{HeaderValue, Method, Request};
+use rustls::ClientConfig;
+use tracing::{debug, warn};
+
+use crate::channel::{Attempt, PushChannel};
+use crate::config::FcmSettings;
+use crate::http2::Http2Pool;
+use auth::FcmAuth;
+use message::PreparedFcm;
+
+pub struct FcmChannel {
+    pool: Http2Pool,
+    auth: FcmAuth,
+    /// `/v1/projects/{project}/messages:send`
+    path: String,
+}
+
+impl FcmChannel {
+    /// Reads the service account; the first access token is fetched on first use.
+    pub async fn new(
+        settings: &FcmSettings,
+        tls: Arc<ClientConfig>,
+        extra_ca: Option<&std::path::Path>,
+        connections: usize,
+        timeout: Duration,
+    ) -> Result<Self, String> {
+        let credentials = settings
+            .credentials_file
+            .clone()
+            .ok_or("CLARION_FCM_CREDENTIALS_FILE is required for --platform android")?;
+        let (account_project, auth) = auth::from_credentials(&credentials, extra_ca).await?;
+        let project = settings
+            .project_id
+            .clone()
+            .filter(|p| !p.is_empty())
+            .or(Some(account_project).filter(|p| !p.is_empty()))
+            .ok_or("no Firebase project: set CLARION_FCM_PROJECT_ID or use credentials with a project_id")?;
+        Ok(Self {
+            pool: Http2Pool::new(&settings.endpoint, tls, connections, timeout)?,
+            auth,
+            path: format!("/v1/projects/{project}/messages:send"),
+        })
+    }
+}
+
+impl PushChannel for FcmChannel {
+    type Prepared = PreparedFcm;
+
+    fn prepare(&self, batch: &TokenBatch) -> Result<PreparedFcm, String> {
+        message::prepare(&batch.notification, batch.sent_at, chrono::Utc::now())
+    }
+
+    async fn send(&self, token: &str, _environment: ApnsEnvironment, prepared: &PreparedFcm) -> Attempt {
+        let authorization = match self.auth.header().await {
+            Ok(header) => header,
+            Err(err) => {
+                warn!(error = %err, "no FCM access token");
+                return Attempt::Retry {
+                    reason: "oauth",
+                    after: None,
+                    throttled: false,
+                };
+            }
+        };
+        let Ok(uri) = self.pool.uri(&self.path) else {
+            return Attempt::Failed("BadProject");
+        };
+        let mut request = Request::new(());
+        *request.method_mut() = Method::POST;
+        *request.uri_mut() = uri;
+        let headers = request.headers_mut();
+        headers.insert(http::header::AUTHORIZATION, authorization);
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        match self.pool.send(request, prepared.body(token)).await {
+            Ok(response) => errors::classify(response.status, &response.headers, &response.body),
+            Err(err) => {
+                debug!(error = %err, "FCM request failed");
+                Attempt::Retry {
+                    reason: err.label(),
+                    after: None,
+                    throttled: false,
+                }
+            }
+        }
+    }
+
+    async fn reauthenticate(&self) {
+        self.auth.renew().await;
+    }
+}

@@ -1,0 +1,10 @@
+//! Clarion's own HTTP/2 client transport: a pool of persistent TLS
+//! connections to one origin (`h2` over rustls), many concurrent streams on
+//! each, re-opened when they break. Both the APNs and the FCM channels use
+//! it; the benchmark's ceiling client uses it too.
+
+mod pool;
+mod tls;
+
+pub use pool::{Http2Pool, Response, TransportError};
+pub use tls::client_config;

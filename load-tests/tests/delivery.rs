@@ -1,0 +1,445 @@
+//! Delivery end to end over the real PostgreSQL and RabbitMQ and both mocks:
+//! coordinator → harvesters → dispatchers → mock APNs / FCM → reports.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use clarion_load_tests::mocks::{FaultConfig, digest};
+use clarion_load_tests::testkit::{Cluster, ClusterOptions, Device, seed_devices};
+use clarion_proto::Platform;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(90);
+
+fn options(coordinator: &[&str], harvester: &[&str], dispatcher: &[&str]) -> ClusterOptions {
+    let owned = |args: &[&str]| args.iter().map(|s| s.to_string()).collect();
+    ClusterOptions {
+        coordinator: owned(coordinator),
+        harvester: owned(harvester),
+        harvesters: 1,
+        dispatcher: owned(dispatcher),
+        dispatchers: true,
+    }
+}
+
+/// `n` devices, alternating platforms, on `topics`.
+fn devices(n: u64, topics: &[&str]) -> Vec<Device> {
+    (0..n)
+        .map(|i| {
+            if i % 2 == 0 {
+                Device::ios(i, topics)
+            } else {
+                Device::android(i, topics)
+            }
+        })
+        .collect()
+}
+
+fn tokens(devices: &[Device], platform: Platform) -> Vec<String> {
+    devices
+        .iter()
+        .filter(|d| d.platform == platform)
+        .map(|d| d.token.clone())
+        .collect()
+}
+
+async fn send(cluster: &Cluster, body: Value) -> String {
+    let (status, accepted) = cluster.send(&body).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    accepted["id"].as_str().expect("an id").to_owned()
+}
+
+#[actix_web::test]
+async fn every_device_gets_exactly_one_push_and_the_counters_match_the_mocks() {
+    let cluster = Cluster::start(options(&["--tokens-per-job=100"], &["--batch-size=50"], &[])).await;
+    let mut all = devices(300, &["breaking/uk"]);
+    all.extend(devices(100, &["breaking/us"]).into_iter().map(|mut d| {
+        d.token = d.token.replacen('0', "f", 1);
+        d
+    }));
+    // A third of the first group follows both topics: still one push each.
+    for device in all.iter_mut().take(100) {
+        device.topics.push("breaking/us".into());
+    }
+    seed_devices(&cluster.sql().await, &all).await.unwrap();
+
+    let id = send(
+        &cluster,
+        json!({"topics": ["breaking/uk", "breaking/us"], "title": "Breaking", "body": "It happened",
+               "link": "https://news.example/1", "collapse_key": "breaking", "data": {"section": "world"}}),
+    )
+    .await;
+    let status = cluster.wait_until_settled(&id, WAIT).await;
+    assert_eq!(status["status"], "complete", "{status}");
+
+    let mocks = cluster.mocks();
+    for platform in Platform::ALL {
+        let expected = tokens(&all, platform);
+        let stats = mocks.state(platform).accounting.stats();
+        assert_eq!(stats.unique_tokens, expected.len() as u64, "{platform}");
+        assert_eq!(stats.duplicate_pushes, 0, "{platform}: nobody gets two pushes");
+        assert_eq!(
+            stats.digest,
+            digest(expected.iter().map(String::as_str)),
+            "{platform}: exactly the audience"
+        );
+        let delivery = &status["delivery"][platform.as_str()];
+        assert_eq!(
+            delivery["sent"], stats.accepted,
+            "{platform}: the status agrees with the mock"
+        );
+        assert_eq!(status["audience"][platform.as_str()], expected.len());
+    }
+    let apns = mocks.state(Platform::Ios).sample().expect("an APNs body");
+    assert_eq!(apns["aps"]["alert"]["title"], "Breaking");
+    assert_eq!(apns["aps"]["thread-id"], "breaking");
+    assert_eq!(apns["section"], "world");
+    let fcm = mocks.state(Platform::Android).sample().expect("an FCM body");
+    assert_eq!(fcm["message"]["notification"]["body"], "It happened");
+    assert_eq!(fcm["message"]["android"]["collapse_key"], "breaking");
+    assert_eq!(fcm["message"]["data"]["link"], "https://news.example/1");
+
+    assert_eq!(status["delivered_percent"], 100.0);
+    assert!(status["timings"]["t90_ms"].as_u64().is_some(), "{status}");
+    assert_eq!(status["ninety_in_two"], true);
+    cluster.stop().await;
+}
+
+async fn registered(cluster: &Cluster, tokens: &[String]) -> HashSet<String> {
+    cluster
+        .sql()
+        .await
+        .query(
+            "SELECT DISTINCT token FROM registrations WHERE token = ANY($1)",
+            &[&tokens],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
+#[actix_web::test]
+async fn dead_tokens_are_cleaned_up_and_invalid_ones_are_never_retried() {
+    let cluster = Cluster::start(options(&[], &["--batch-size=30"], &[])).await;
+    let all = devices(200, &["t"]);
+    seed_devices(&cluster.sql().await, &all).await.unwrap();
+    let mut gone = Vec::new();
+    let mut invalid = Vec::new();
+    for platform in Platform::ALL {
+        let tokens = tokens(&all, platform);
+        gone.extend(tokens[..5].iter().cloned());
+        invalid.extend(tokens[5..8].iter().cloned());
+        cluster.mocks().state(platform).faults.set(FaultConfig {
+            dead: tokens[..5].to_vec(),
+            invalid: tokens[5..8].to_vec(),
+            ..FaultConfig::default()
+        });
+    }
+
+    let id = send(&cluster, json!({"topics": ["t"], "body": "cleanup"})).await;
+    let status = cluster.wait_until_settled(&id, WAIT).await;
+    assert_eq!(status["status"], "complete", "{status}");
+    for platform in Platform::ALL {
+        let delivery = &status["delivery"][platform.as_str()];
+        assert_eq!(
+            (delivery["unregistered"].as_u64(), delivery["invalid"].as_u64()),
+            (Some(5), Some(3))
+        );
+        assert_eq!(delivery["sent"], 92);
+        let by_status = cluster.mocks().state(platform).accounting.stats().by_status;
+        let refused = if platform == Platform::Ios { 410 } else { 404 };
+        assert_eq!(
+            by_status.get(&refused),
+            Some(&5),
+            "{platform}: gone tokens asked once"
+        );
+        assert_eq!(
+            by_status.get(&400),
+            Some(&3),
+            "{platform}: invalid tokens are not retried"
+        );
+    }
+    // 6 invalid of 200 is 3%, under the 5% threshold: deleted too.
+    assert_eq!(status["cleanup"]["invalid_tokens"], "deleted");
+    assert_eq!(status["cleanup"]["tokens_deleted"], 16);
+    let remaining = registered(&cluster, &[gone.clone(), invalid.clone()].concat()).await;
+    assert!(remaining.is_empty(), "still registered: {remaining:?}");
+    let others: Vec<String> = all
+        .iter()
+        .map(|d| d.token.clone())
+        .filter(|t| !gone.contains(t) && !invalid.contains(t))
+        .collect();
+    assert_eq!(
+        registered(&cluster, &others).await.len(),
+        others.len(),
+        "nobody else is deleted"
+    );
+    cluster.stop().await;
+}
+
+#[actix_web::test]
+async fn a_burst_of_invalid_tokens_deletes_nothing_and_marks_the_notification() {
+    let cluster = Cluster::start(options(&[], &[], &[])).await;
+    let all = devices(100, &["t"]);
+    seed_devices(&cluster.sql().await, &all).await.unwrap();
+    // What a wrong Firebase project looks like: a fifth of the tokens "foreign".
+    let android = tokens(&all, Platform::Android);
+    cluster.mocks().state(Platform::Android).faults.set(FaultConfig {
+        foreign: android[..20].to_vec(),
+        ..FaultConfig::default()
+    });
+
+    let id = send(&cluster, json!({"topics": ["t"], "body": "misconfigured"})).await;
+    let status = cluster.wait_until_settled(&id, WAIT).await;
+    assert_eq!(status["delivery"]["android"]["invalid"], 20);
+    assert_eq!(status["cleanup"]["invalid_tokens"], "kept", "{status}");
+    assert_eq!(status["cleanup"]["suspect_configuration"], true);
+    assert_eq!(status["cleanup"]["tokens_deleted"], 0);
+    let everyone: Vec<String> = all.iter().map(|d| d.token.clone()).collect();
+    assert_eq!(
+        registered(&cluster, &everyone).await.len(),
+        100,
+        "the audience is intact"
+    );
+    cluster.stop().await;
+}
+
+#[actix_web::test]
+async fn outages_and_throttling_are_retried_until_delivered() {
+    let cluster = Cluster::start(options(
+        &[],
+        &["--batch-size=25"],
+        &["--dispatch-max-attempts=12"],
+    ))
+    .await;
+    let all = devices(200, &["t"]);
+    seed_devices(&cluster.sql().await, &all).await.unwrap();
+    for platform in Platform::ALL {
+        cluster.mocks().state(platform).faults.set(FaultConfig {
+            error_rates: [(503, 0.25), (429, 0.1), (500, 0.05)].into(),
+            retry_after_s: Some(0),
+            ..FaultConfig::default()
+        });
+    }
+    let id = send(&cluster, json!({"topics": ["t"], "body": "persistent"})).await;
+    let status = cluster.wait_until_settled(&id, WAIT).await;
+    for platform in Platform::ALL {
+        let stats = cluster.mocks().state(platform).accounting.stats();
+        assert_eq!(stats.unique_tokens, 100, "{platform}: everyone got it in the end");
+        assert_eq!(stats.duplicate_pushes, 0);
+        let refused: u64 = [429, 500, 503]
+            .iter()
+            .filter_map(|s| stats.by_status.get(s))
+            .sum();
+        assert!(
+            refused > 10,
+            "{platform}: the faults were hit ({:?})",
+            stats.by_status
+        );
+        assert_eq!(status["delivery"][platform.as_str()]["sent"], 100);
+        assert_eq!(status["delivery"][platform.as_str()]["failed"], 0);
+    }
+    cluster.stop().await;
+}
+
+#[actix_web::test]
+async fn retry_after_is_honoured() {
+    let cluster = Cluster::start(options(&[], &[], &[])).await;
+    let all: Vec<Device> = (0..20).map(|n| Device::android(n, &["t"])).collect();
+    seed_devices(&cluster.sql().await, &all).await.unwrap();
+    let fcm = &cluster.mocks().state(Platform::Android).faults;
+    fcm.set(FaultConfig {
+        error_rates: [(429, 1.0)].into(),
+        retry_after_s: Some(2),
+        ..FaultConfig::default()
+    });
+    let started = Instant::now();
+    let id = send(&cluster, json!({"topics": ["t"], "body": "patience"})).await;
+    // Let the first attempts be refused, then open the gates.
+    while !cluster
+        .mocks()
+        .state(Platform::Android)
+        .accounting
+        .stats()
+        .by_status
+        .contains_key(&429)
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    fcm.set(FaultConfig::default());
+    let status = cluster.wait_until_settled(&id, WAIT).await;
+    assert_eq!(status["delivery"]["android"]["sent"], 20, "{status}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "the retry waited for Retry-After"
+    );
+    cluster.stop().await;
+}
+
+#[actix_web::test]
+async fn an_expired_notification_is_not_sent_and_a_dry_run_sends_nothing() {
+    let cluster = Cluster::start(options(&[], &[], &[])).await;
+    seed_devices(&cluster.sql().await, &devices(40, &["t"]))
+        .await
+        .unwrap();
+
+    let expired = send(
+        &cluster,
+        json!({"topics": ["t"], "body": "old news", "ttl_seconds": 0}),
+    )
+    .await;
+    let status = cluster.wait_until_settled(&expired, WAIT).await;
+    assert_eq!(status["status"], "complete");
+    assert_eq!(status["delivery"]["ios"]["expired"], 20);
+    assert_eq!(status["delivery"]["android"]["expired"], 20);
+
+    let dry = send(
+        &cluster,
+        json!({"topics": ["t"], "body": "rehearsal", "dry_run": true}),
+    )
+    .await;
+    let status = cluster.wait_until_settled(&dry, WAIT).await;
+    assert_eq!(status["status"], "complete");
+    assert_eq!(status["dry_run"], true);
+    assert_eq!(status["delivery"]["ios"]["dry_run"], 20);
+    assert_eq!(status["delivery"]["android"]["dry_run"], 20);
+
+    for platform in Platform::ALL {
+        assert_eq!(
+            cluster.mocks().state(platform).accounting.stats().by_status.len(),
+            0,
+            "{platform}: nothing reached the provider"
+        );
+    }
+    cluster.stop().await;
+}
+
+#[actix_web::test]
+async fn a_dispatcher_killed_mid_batch_loses_nothing_and_resends_only_its_batch() {
+    const DEVICES: u64 = 3000;
+    const BATCH: u64 = 500;
+    let mut cluster = Cluster::start(options(
+        &[],
+        &[&format!("--batch-size={BATCH}")],
+        &[
+            "--dispatch-batch-workers=1",
+            "--dispatch-prefetch=1",
+            "--dispatch-streams-per-batch=10",
+        ],
+    ))
+    .await;
+    let all: Vec<Device> = (0..DEVICES).map(|n| Device::ios(n, &["t"])).collect();
+    seed_devices(&cluster.sql().await, &all).await.unwrap();
+    let apns = &cluster.mocks().state(Platform::Ios);
+    apns.faults.set(FaultConfig {
+        latency_ms: 10.0,
+        ..FaultConfig::default()
+    });
+
+    let id = send(&cluster, json!({"topics": ["t"], "body": "survives"})).await;
+    let deadline = Instant::now() + WAIT;
+    while cluster.mocks().state(Platform::Ios).accounting.stats().accepted < BATCH + 100 {
+        assert!(Instant::now() < deadline, "the dispatcher never got going");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Dispatchers start in `Platform::ALL` order: iOS first.
+    cluster.dispatchers[0].kill();
+    cluster
+        .start_dispatcher(Platform::Ios, &["--dispatch-streams-per-batch=500"])
+        .await;
+
+    let status = cluster.wait_until_settled(&id, WAIT).await;
+    let stats = cluster.mocks().state(Platform::Ios).accounting.stats();
+    assert_eq!(stats.unique_tokens, DEVICES, "every device still gets its push");
+    assert!(stats.duplicate_pushes > 0, "the batch in flight was sent again");
+    assert!(
+        stats.duplicate_pushes < BATCH,
+        "only the batch in flight: {} repeats",
+        stats.duplicate_pushes
+    );
+    assert_eq!(
+        status["delivery"]["ios"]["sent"], DEVICES,
+        "each batch is counted once"
+    );
+    cluster.stop().await;
+}
+
+#[actix_web::test]
+async fn a_cancel_in_the_middle_of_a_large_send_stops_it() {
+    const DEVICES: u64 = 20_000;
+    let cluster = Cluster::start(options(
+        &[],
+        &["--batch-size=200"],
+        &["--dispatch-batch-workers=2", "--dispatch-streams-per-batch=20"],
+    ))
+    .await;
+    let all: Vec<Device> = (0..DEVICES).map(|n| Device::android(n, &["t"])).collect();
+    seed_devices(&cluster.sql().await, &all).await.unwrap();
+    let fcm = cluster.mocks().state(Platform::Android);
+    fcm.faults.set(FaultConfig {
+        latency_ms: 20.0,
+        ..FaultConfig::default()
+    });
+
+    let id = send(&cluster, json!({"topics": ["t"], "body": "wrong alert"})).await;
+    while fcm.accounting.stats().accepted < 300 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let response = cluster
+        .http
+        .post(format!("{}/api/v1/notifications/{id}/cancel", cluster.base))
+        .bearer_auth(clarion_load_tests::testkit::DESK_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["status"], "cancelled");
+
+    let status = cluster.wait_until_settled(&id, WAIT).await;
+    assert_eq!(status["status"], "cancelled", "{status}");
+    let accepted = fcm.accounting.stats().accepted;
+    assert!(
+        accepted < DEVICES / 4,
+        "far fewer pushes than the audience: {accepted}"
+    );
+    assert!(
+        status["delivery"]["android"]["cancelled"].as_u64().unwrap_or(0) > 0,
+        "{status}"
+    );
+    assert_eq!(
+        status["delivery"]["android"]["sent"], accepted,
+        "what was accepted counts as sent"
+    );
+    cluster.stop().await;
+}
+
+#[actix_web::test]
+async fn a_rate_cap_holds_the_push_rate_near_its_value() {
+    const CAP: u64 = 400;
+    const DEVICES: u64 = 1200;
+    let cluster = Cluster::start(options(&[], &[], &[&format!("--dispatch-rate-limit={CAP}")])).await;
+    let all: Vec<Device> = (0..DEVICES).map(|n| Device::android(n, &["t"])).collect();
+    seed_devices(&cluster.sql().await, &all).await.unwrap();
+    let id = send(&cluster, json!({"topics": ["t"], "body": "paced"})).await;
+    cluster.wait_until_settled(&id, WAIT).await;
+    let stats = cluster.mocks().state(Platform::Android).accounting.stats();
+    assert_eq!(stats.accepted, DEVICES);
+    let (first, last) = (
+        stats.first_accept_unix_ms.unwrap(),
+        stats.last_accept_unix_ms.unwrap(),
+    );
+    let rate = (DEVICES - 1) as f64 * 1000.0 / (last - first).max(1) as f64;
+    assert!(
+        rate <= CAP as f64 * 1.15,
+        "{rate:.0} pushes/s over a cap of {CAP}"
+    );
+    assert!(
+        rate >= CAP as f64 * 0.5,
+        "{rate:.0} pushes/s, far under a cap of {CAP}"
+    );
+    cluster.stop().await;
+}
