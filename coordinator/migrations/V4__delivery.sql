@@ -10,7 +10,7 @@ ALTER TABLE notifications
     ADD COLUMN cancelled_android    bigint      NOT NULL DEFAULT 0,
     ADD COLUMN batches_reported     bigint      NOT NULL DEFAULT 0,
     -- Registrations deleted because the providers said the token is gone.
-    ADD COLUMN tokens_deleted       bigint      NOT NULL DEFAULT 0,
+    ADD COLUMN registrations_deleted bigint     NOT NULL DEFAULT 0,
     -- What to do with tokens refused as invalid, decided once every batch
     -- is reported: 'delete' while they are a small share of the audience,
     -- 'keep' when so many were refused that Clarion suspects its own

@@ -1,5 +1,6 @@
 //! A synthetic but realistic audience: deterministic device tokens, a
-//! platform mix and overlapping topics, so the demo and the benchmark build
+//! platform mix, overlapping topics and a share of dead tokens (apps
+//! uninstalled since they registered), so the demo and the benchmark build
 //! the same audience every time they run.
 
 use clarion_proto::Platform;
@@ -14,6 +15,11 @@ pub const TOPICS: [(&str, u8); 4] = [
     ("weather/london", 10),
 ];
 
+/// Dead tokens start with this; the mocks are told to answer them as gone
+/// (APNs 410, FCM `UNREGISTERED`). It is valid hex, so APNs tokens stay
+/// well-formed.
+pub const DEAD_PREFIX: &str = "dead";
+
 /// Which topics the synthetic devices follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Layout {
@@ -21,6 +27,16 @@ pub enum Layout {
     News,
     /// Every device on `breaking/uk` only.
     Single,
+}
+
+/// The shape of a synthetic audience.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AudienceShape {
+    /// Share of iPhones, in percent.
+    pub ios_percent: u8,
+    /// Share of dead tokens, in percent.
+    pub dead_percent: u8,
+    pub layout: Layout,
 }
 
 /// One synthetic device.
@@ -31,38 +47,40 @@ pub struct Device {
     pub topics: Vec<&'static str>,
 }
 
-/// Device number `n` of the audience; `ios_percent` of devices are iPhones.
-pub fn device(n: u64, ios_percent: u8, layout: Layout) -> Device {
+/// Device number `n` of an audience of `shape`.
+pub fn device(n: u64, shape: AudienceShape) -> Device {
     let digest = Sha256::digest(format!("clarion-demo-device-{n}").as_bytes());
-    let platform = if percent(digest[0]) < ios_percent {
+    let platform = if percent(digest[0]) < shape.ios_percent {
         Platform::Ios
     } else {
         Platform::Android
     };
-    let token = match platform {
-        Platform::Ios => hex::encode(digest),
-        Platform::Android => format!(
-            "demo{}:APA91b{}",
-            hex::encode(&digest[..8]),
-            hex::encode(digest).repeat(2)
-        ),
+    let hex = hex::encode(digest);
+    let mut token = match platform {
+        Platform::Ios => hex,
+        Platform::Android => format!("demo{}:APA91b{}", &hex[..16], hex.repeat(2)),
     };
-    if layout == Layout::Single {
-        return Device {
-            token,
-            platform,
-            topics: vec![TOPICS[0].0],
-        };
+    if percent(digest[6]) < shape.dead_percent {
+        token.replace_range(..DEAD_PREFIX.len(), DEAD_PREFIX);
+    } else if token.starts_with(DEAD_PREFIX) {
+        // A live token must not look dead by chance.
+        token.replace_range(..1, "0");
     }
-    let mut topics: Vec<&'static str> = TOPICS
-        .iter()
-        .enumerate()
-        .filter(|(i, (_, share))| percent(digest[1 + i]) < *share)
-        .map(|(_, (topic, _))| *topic)
-        .collect();
-    if topics.is_empty() {
-        topics.push(TOPICS[0].0);
-    }
+    let topics = match shape.layout {
+        Layout::Single => vec![TOPICS[0].0],
+        Layout::News => {
+            let mut topics: Vec<&'static str> = TOPICS
+                .iter()
+                .enumerate()
+                .filter(|(i, (_, share))| percent(digest[1 + i]) < *share)
+                .map(|(_, (topic, _))| *topic)
+                .collect();
+            if topics.is_empty() {
+                topics.push(TOPICS[0].0);
+            }
+            topics
+        }
+    };
     Device {
         token,
         platform,
@@ -80,11 +98,16 @@ mod tests {
     use super::*;
     use clarion_proto::platform::normalize_token;
 
+    const NEWS: AudienceShape = AudienceShape {
+        ios_percent: 50,
+        dead_percent: 3,
+        layout: Layout::News,
+    };
+
     #[test]
     fn devices_are_valid_deterministic_and_mixed() {
-        let devices: Vec<Device> = (0..2000).map(|n| device(n, 50, Layout::News)).collect();
-        assert_eq!(devices[17], device(17, 50, Layout::News));
-        assert_eq!(device(17, 50, Layout::Single).topics, vec!["breaking/uk"]);
+        let devices: Vec<Device> = (0..4000).map(|n| device(n, NEWS)).collect();
+        assert_eq!(devices[17], device(17, NEWS));
         for d in &devices {
             assert_eq!(
                 normalize_token(d.platform, &d.token).as_deref(),
@@ -93,11 +116,21 @@ mod tests {
             assert!(!d.topics.is_empty());
         }
         let ios = devices.iter().filter(|d| d.platform == Platform::Ios).count();
-        assert!((900..1100).contains(&ios), "{ios} iPhones of 2000");
+        assert!((1800..2200).contains(&ios), "{ios} iPhones of 4000");
         let uk = devices
             .iter()
             .filter(|d| d.topics.contains(&"breaking/uk"))
             .count();
-        assert!(uk > 1500, "{uk} follow breaking/uk");
+        assert!(uk > 3000, "{uk} follow breaking/uk");
+        let dead = devices
+            .iter()
+            .filter(|d| d.token.starts_with(DEAD_PREFIX))
+            .count();
+        assert!((60..200).contains(&dead), "{dead} dead of 4000");
+        let single = AudienceShape {
+            layout: Layout::Single,
+            ..NEWS
+        };
+        assert_eq!(device(17, single).topics, vec!["breaking/uk"]);
     }
 }

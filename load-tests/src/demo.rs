@@ -1,95 +1,154 @@
-//! The demo (README command one): starts a coordinator, registers a
-//! synthetic audience through the HTTP API, and reports the topic sizes the
-//! coordinator counted. Later stages of the pipeline extend it until a real
-//! notification goes out through the whole cluster.
+//! The demo (README command one): a real notification through the whole
+//! cluster to the mock APNs and FCM.
+//!
+//! Seeds a synthetic audience with `COPY`, starts both mocks (in this
+//! process), a coordinator, a harvester and one dispatcher per platform (as
+//! processes), sends a breaking-news alert through the HTTP API, shows a
+//! progress bar while it goes out, prints the report and stops everything
+//! it started.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use futures::{StreamExt, stream};
+use clarion_proto::{Names, Platform};
+use clarion_runtime::topology;
 use indicatif::{ProgressBar, ProgressStyle};
-use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
 
-use crate::audience::{Layout, TOPICS, device};
-use crate::process::{ServiceProcess, free_port};
-
-const APP_KEY: &str = "demo-app-key";
-const DESK_KEY: &str = "demo-desk-key";
-/// Registrations in flight at once; enough to keep the coordinator busy
-/// without queueing thousands of requests.
-const CONCURRENCY: usize = 32;
-const READY_TIMEOUT: Duration = Duration::from_secs(60);
+use crate::audience::{AudienceShape, DEAD_PREFIX, Layout};
+use crate::bench::prepare_database;
+use crate::local_cluster::{LocalCluster, LocalClusterConfig};
+use crate::mocks::{ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig};
+use crate::seed::{SeedPlan, connect, seed};
 
 #[derive(Debug, Parser)]
 #[command(
     name = "clarion-demo",
-    about = "Runs a local Clarion: starts the coordinator, registers a synthetic audience \
-             through the API and reports what it counted"
+    about = "Runs a local Clarion end to end: seeds an audience, starts mock APNs/FCM and the \
+             cluster, sends a breaking-news notification and reports how it went out"
 )]
 pub struct DemoArgs {
-    /// Devices to register.
-    #[arg(long, default_value_t = 2_000)]
+    /// Devices in the audience.
+    #[arg(long, default_value_t = 200_000)]
     pub devices: u64,
 
-    /// Share of iPhones in the audience, in percent.
+    /// Share of iPhones, in percent.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub ios_percent: u8,
 
-    /// Directory for the services' logs (default: `demo-logs` beside the binaries).
+    /// Share of dead tokens (apps uninstalled), in percent.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub dead_percent: u8,
+
+    /// Topics to send to (comma-separated); the audience follows
+    /// breaking/uk, breaking/us, sport/football and weather/london, overlapping.
+    #[arg(long, value_delimiter = ',', default_value = "breaking/uk,breaking/us")]
+    pub topics: Vec<String>,
+
+    /// Round-trip time the mocks add to every push, in milliseconds.
+    #[arg(long, default_value_t = 0.0)]
+    pub mock_latency_ms: f64,
+
+    /// Database for the demo (created and migrated when missing; its
+    /// registrations are replaced by the demo audience).
+    #[arg(
+        long,
+        env = "CLARION_DATABASE_URL",
+        default_value = "postgres://clarion:clarion@127.0.0.1:5432/clarion",
+        hide_env_values = true
+    )]
+    pub database_url: String,
+
+    #[arg(
+        long,
+        env = "CLARION_AMQP_URL",
+        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f",
+        hide_env_values = true
+    )]
+    pub amqp_url: String,
+
+    /// Directory for the services' logs and the mocks' credentials
+    /// (default: `demo-logs` beside the binaries).
     #[arg(long)]
     pub log_dir: Option<PathBuf>,
+
+    /// Give up if the notification is not out after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    pub timeout_secs: u64,
 }
 
 pub async fn run(args: DemoArgs) -> Result<()> {
-    let log_dir = match args.log_dir {
-        Some(dir) => dir,
+    let log_dir = match &args.log_dir {
+        Some(dir) => dir.clone(),
         None => std::env::current_exe()?
             .parent()
             .context("the executable has no directory")?
             .join("demo-logs"),
     };
-    let addr = format!("127.0.0.1:{}", free_port()?);
-    let base = format!("http://{addr}");
-    let keys = format!("{APP_KEY}=register,{DESK_KEY}=send");
+    std::fs::create_dir_all(&log_dir)?;
+
     println!(
-        "Starting the coordinator on {addr} (logs in {})",
+        "Clarion demo: {} devices, {}% iPhones, {}% dead tokens\n",
+        args.devices, args.ios_percent, args.dead_percent
+    );
+    prepare_database(&args.database_url).await?;
+    let client = connect(&args.database_url).await?;
+    let plan = SeedPlan {
+        devices: args.devices,
+        shape: AudienceShape {
+            ios_percent: args.ios_percent,
+            dead_percent: args.dead_percent,
+            layout: Layout::News,
+        },
+        fresh: true,
+    };
+    let seeded = seed(&client, &plan, true).await?;
+    println!(
+        "Seeded {} devices ({} registrations) in {:.1} s",
+        seeded.devices,
+        seeded.rows,
+        seeded.elapsed.as_secs_f64()
+    );
+
+    let mocks = Mocks::start(&log_dir.join("mock-credentials"), args.mock_latency_ms).await?;
+    println!(
+        "Mock APNs on {} and mock FCM on {}",
+        mocks.apns.endpoint, mocks.fcm.endpoint
+    );
+
+    let namespace = format!("demo-{}", std::process::id());
+    let config = LocalClusterConfig {
+        database_url: args.database_url.clone(),
+        amqp_url: args.amqp_url.clone(),
+        namespace: namespace.clone(),
+        harvesters: 1,
+        coordinator_env: Vec::new(),
+        harvester_env: Vec::new(),
+        dispatcher_env: mocks.dispatcher_env(),
+        log_dir: log_dir.clone(),
+    };
+    println!(
+        "Starting the coordinator, a harvester and two dispatchers (logs in {})",
         log_dir.display()
     );
-    let mut coordinator = ServiceProcess::spawn(
-        "coordinator",
-        "clarion-coordinator",
-        &[],
-        &[("CLARION_HTTP_ADDR", addr.clone()), ("CLARION_API_KEYS", keys)],
-        &log_dir,
-    )?;
-    let http = Client::new();
-    wait_until_ready(&http, &base, &mut coordinator).await?;
+    let mut cluster = LocalCluster::start(&config).await?;
+    let outcome = send_and_follow(&cluster, &args, &mocks).await;
+    cluster.stop();
+    delete_namespace(&args.amqp_url, &namespace).await;
+    outcome?;
+    println!("\nEverything the demo started is stopped. Run it again to send again.");
+    Ok(())
+}
 
-    let started = Instant::now();
-    let registered = register_audience(&http, &base, args.devices, args.ios_percent).await?;
-    let elapsed = started.elapsed();
+async fn send_and_follow(cluster: &LocalCluster, args: &DemoArgs, mocks: &Mocks) -> Result<()> {
     println!(
-        "Registered {registered} devices in {:.1} s ({:.0} registrations/s)\n",
-        elapsed.as_secs_f64(),
-        registered as f64 / elapsed.as_secs_f64().max(1e-9)
-    );
-
-    println!(
-        "{:<18} {:>12} {:>10} {:>10}",
+        "\n{:<18} {:>12} {:>10} {:>10}",
         "topic", "subscribers", "ios", "android"
     );
-    for (topic, _) in TOPICS {
-        let size: Value = http
-            .get(format!("{base}/api/v1/topics/{topic}"))
-            .bearer_auth(DESK_KEY)
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?;
+    for topic in &args.topics {
+        let size = cluster.get(&format!("/api/v1/topics/{topic}")).await?;
         let count = |field: &str| size[field].as_u64().unwrap_or_default();
         println!(
             "{:<18} {:>12} {:>10} {:>10}",
@@ -99,69 +158,163 @@ pub async fn run(args: DemoArgs) -> Result<()> {
             count("android")
         );
     }
-    coordinator.stop();
-    println!(
-        "\nCoordinator stopped. Registrations stay in the `clarion` database; running again re-registers the same devices."
+
+    let started = Instant::now();
+    let id = cluster
+        .send(&json!({
+            "topics": args.topics,
+            "title": "Breaking news",
+            "body": "Something important just happened. Tap for the full story.",
+            "link": "https://news.example/live",
+            "collapse_key": "breaking",
+            "priority": "high",
+        }))
+        .await?;
+    println!("\nSent notification {id} to {}\n", args.topics.join(" + "));
+
+    let bar = ProgressBar::new(1).with_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40.green/blue} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
+    let timeout = Duration::from_secs(args.timeout_secs);
+    let status = loop {
+        let status = cluster.get(&format!("/api/v1/notifications/{id}")).await?;
+        let audience = status["audience"]["total"].as_u64().unwrap_or(0);
+        bar.set_length(audience.max(1));
+        bar.set_position(settled(&status));
+        bar.set_message(format!(
+            "{} · {} sent",
+            status["status"].as_str().unwrap_or("?"),
+            sum(&status, "sent")
+        ));
+        if !status["completed_at"].is_null() {
+            bar.finish();
+            break status;
+        }
+        if started.elapsed() > timeout {
+            bar.abandon();
+            bail!("the notification was not out after {timeout:?}: {status}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    report(&status, mocks);
     Ok(())
 }
 
-async fn wait_until_ready(http: &Client, base: &str, service: &mut ServiceProcess) -> Result<()> {
-    let deadline = Instant::now() + READY_TIMEOUT;
-    loop {
-        service.ensure_running()?;
-        if let Ok(response) = http.get(format!("{base}/readyz")).send().await
-            && response.status() == StatusCode::OK
-        {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "{} was not ready after {READY_TIMEOUT:?}; last log lines:\n{}",
-                service.name,
-                service.log_tail(20)
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+/// Pushes with an outcome so far.
+fn settled(status: &Value) -> u64 {
+    [
+        "sent",
+        "failed",
+        "invalid",
+        "unregistered",
+        "expired",
+        "dry_run",
+        "cancelled",
+    ]
+    .iter()
+    .map(|field| sum(status, field))
+    .sum()
+}
+
+fn sum(status: &Value, field: &str) -> u64 {
+    Platform::ALL
+        .iter()
+        .map(|p| status["delivery"][p.as_str()][field].as_u64().unwrap_or(0))
+        .sum()
+}
+
+fn report(status: &Value, mocks: &Mocks) {
+    let audience = status["audience"]["total"].as_u64().unwrap_or(0);
+    let seconds = |field: &str| -> String {
+        status["timings"][field]
+            .as_u64()
+            .map_or("—".to_owned(), |ms| format!("{:.2} s", ms as f64 / 1000.0))
+    };
+    let apns = mocks.apns.state.accounting.stats();
+    let fcm = mocks.fcm.state.accounting.stats();
+    println!(
+        "\nNotification {}: {}",
+        status["id"].as_str().unwrap_or("?"),
+        status["status"].as_str().unwrap_or("?")
+    );
+    println!(
+        "  audience            {audience} devices (iOS {}, Android {}) in {} shard jobs",
+        status["audience"]["ios"], status["audience"]["android"], status["jobs"]["done"]
+    );
+    println!(
+        "  delivered           {} ({}%) — accepted by the mocks: APNs {}, FCM {}, {} duplicates",
+        sum(status, "sent"),
+        status["delivered_percent"],
+        apns.accepted,
+        fcm.accepted,
+        apns.duplicate_pushes + fcm.duplicate_pushes
+    );
+    println!(
+        "  gone (cleaned up)   {} tokens reported gone, {} registrations deleted",
+        sum(status, "unregistered"),
+        status["cleanup"]["registrations_deleted"]
+    );
+    println!(
+        "  invalid / failed    {} / {}",
+        sum(status, "invalid"),
+        sum(status, "failed")
+    );
+    println!(
+        "  t50 / t90 / t99     {} / {} / {}  (from the send request)",
+        seconds("t50_ms"),
+        seconds("t90_ms"),
+        seconds("t99_ms")
+    );
+    let verdict = match status["ninety_in_two"].as_bool() {
+        Some(true) => "yes",
+        Some(false) => "NO",
+        None => "not decided",
+    };
+    println!("  90in2               {verdict}");
+}
+
+/// Both mocks, their shared CA file, and the faults of a realistic audience.
+struct Mocks {
+    apns: ApnsMock,
+    fcm: FcmMock,
+    ca_file: PathBuf,
+}
+
+impl Mocks {
+    async fn start(dir: &Path, latency_ms: f64) -> Result<Self> {
+        let apns = ApnsMock::start(ApnsMockConfig::local(dir.to_path_buf())).await?;
+        let fcm = FcmMock::start(FcmMockConfig::local(dir.to_path_buf())).await?;
+        let faults = FaultConfig {
+            dead_prefixes: vec![DEAD_PREFIX.into()],
+            latency_ms,
+            jitter_ms: latency_ms / 2.0,
+            ..FaultConfig::default()
+        };
+        apns.state.faults.set(faults.clone());
+        fcm.state.faults.set(faults);
+        let ca_file = dir.join("extra-ca.pem");
+        let bundle = std::fs::read_to_string(&apns.ca_file)? + &std::fs::read_to_string(&fcm.ca_file)?;
+        std::fs::write(&ca_file, bundle)?;
+        Ok(Self { apns, fcm, ca_file })
+    }
+
+    fn dispatcher_env(&self) -> Vec<(&'static str, String)> {
+        let mut env = self.apns.env();
+        env.push(("CLARION_APNS_SANDBOX_ENDPOINT", self.apns.endpoint.clone()));
+        env.extend(self.fcm.env());
+        env.push(("CLARION_EXTRA_CA_FILE", self.ca_file.display().to_string()));
+        env
     }
 }
 
-async fn register_audience(http: &Client, base: &str, devices: u64, ios_percent: u8) -> Result<u64> {
-    let bar = ProgressBar::new(devices).with_style(
-        ProgressStyle::with_template(
-            "registering {bar:40.cyan/blue} {pos}/{len} devices ({per_sec}, eta {eta})",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    let results: Vec<Result<()>> = stream::iter(0..devices)
-        .map(|n| {
-            let bar = bar.clone();
-            async move {
-                let device = device(n, ios_percent, Layout::News);
-                let response = http
-                    .put(format!("{base}/api/v1/registrations/{}", device.token))
-                    .bearer_auth(APP_KEY)
-                    .json(&json!({"platform": device.platform, "topics": device.topics}))
-                    .send()
-                    .await?;
-                bar.inc(1);
-                if !response.status().is_success() {
-                    bail!(
-                        "registration refused: {} {}",
-                        response.status(),
-                        response.text().await?
-                    );
-                }
-                Ok(())
-            }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .collect()
-        .await;
-    bar.finish();
-    let failures: Vec<_> = results.into_iter().filter_map(Result::err).collect();
-    if let Some(first) = failures.first() {
-        bail!("{} registrations failed; first: {first}", failures.len());
+async fn delete_namespace(amqp_url: &str, namespace: &str) {
+    let names = Names::new(namespace);
+    if let Ok(connection) = lapin::Connection::connect(amqp_url, lapin::ConnectionProperties::default()).await
+    {
+        if let Ok(channel) = connection.create_channel().await {
+            let _ = topology::delete(&channel, &names).await;
+        }
+        let _ = connection.close(200, "demo done".into()).await;
     }
-    Ok(devices)
 }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use clarion_proto::Platform;
 use reqwest::{Client, StatusCode};
 use serde_json::Value;
 
@@ -26,6 +27,9 @@ pub struct LocalClusterConfig {
     /// Extra `CLARION_*` settings per kind of service.
     pub coordinator_env: Vec<(&'static str, String)>,
     pub harvester_env: Vec<(&'static str, String)>,
+    /// One dispatcher per platform is started when this is not empty; it
+    /// holds the provider settings (endpoints, credentials, CA).
+    pub dispatcher_env: Vec<(&'static str, String)>,
     pub log_dir: PathBuf,
 }
 
@@ -34,6 +38,7 @@ pub struct LocalCluster {
     pub http: Client,
     pub coordinator: ServiceProcess,
     pub harvesters: Vec<ServiceProcess>,
+    pub dispatchers: Vec<ServiceProcess>,
 }
 
 impl LocalCluster {
@@ -57,25 +62,35 @@ impl LocalCluster {
 
         let mut harvesters = Vec::new();
         for i in 0..config.harvesters {
-            let health = format!("127.0.0.1:{}", free_port()?);
-            let mut env = common.clone();
-            env.push(("CLARION_HTTP_ADDR", health.clone()));
-            env.extend(config.harvester_env.iter().cloned());
-            let mut harvester = ServiceProcess::spawn(
-                &format!("harvester-{i}"),
-                "clarion-harvester",
-                &[],
-                &env,
-                &config.log_dir,
-            )?;
-            wait_until_ready(&http, &format!("http://{health}"), &mut harvester).await?;
-            harvesters.push(harvester);
+            let name = format!("harvester-{i}");
+            harvesters.push(
+                start_worker(
+                    &http,
+                    &name,
+                    "clarion-harvester",
+                    &common,
+                    &config.harvester_env,
+                    config,
+                )
+                .await?,
+            );
+        }
+        let mut dispatchers = Vec::new();
+        if !config.dispatcher_env.is_empty() {
+            for platform in Platform::ALL {
+                let mut env = config.dispatcher_env.clone();
+                env.push(("CLARION_PLATFORM", platform.to_string()));
+                let name = format!("dispatcher-{platform}");
+                dispatchers
+                    .push(start_worker(&http, &name, "clarion-dispatcher", &common, &env, config).await?);
+            }
         }
         Ok(Self {
             base,
             http,
             coordinator,
             harvesters,
+            dispatchers,
         })
     }
 
@@ -111,11 +126,30 @@ impl LocalCluster {
     }
 
     pub fn stop(&mut self) {
-        for harvester in &mut self.harvesters {
-            harvester.stop();
+        for service in self.dispatchers.iter_mut().chain(&mut self.harvesters) {
+            service.stop();
         }
         self.coordinator.stop();
     }
+}
+
+/// Starts a harvester or dispatcher with its own health port and waits
+/// until it is ready.
+async fn start_worker(
+    http: &Client,
+    name: &str,
+    binary: &str,
+    common: &[(&'static str, String)],
+    extra: &[(&'static str, String)],
+    config: &LocalClusterConfig,
+) -> Result<ServiceProcess> {
+    let health = format!("127.0.0.1:{}", free_port()?);
+    let mut env = common.to_vec();
+    env.push(("CLARION_HTTP_ADDR", health.clone()));
+    env.extend(extra.iter().cloned());
+    let mut service = ServiceProcess::spawn(name, binary, &[], &env, &config.log_dir)?;
+    wait_until_ready(http, &format!("http://{health}"), &mut service).await?;
+    Ok(service)
 }
 
 /// Waits for `/readyz` of a service, failing early if it exits.

@@ -14,7 +14,7 @@ use futures::SinkExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio_postgres::{Client, NoTls};
 
-use crate::audience::{Layout, device};
+use crate::audience::{AudienceShape, device};
 
 /// Bytes buffered before a chunk goes to the server.
 const CHUNK_BYTES: usize = 1 << 20;
@@ -23,8 +23,7 @@ const CHUNK_BYTES: usize = 1 << 20;
 #[derive(Debug, Clone)]
 pub struct SeedPlan {
     pub devices: u64,
-    pub ios_percent: u8,
-    pub layout: Layout,
+    pub shape: AudienceShape,
     /// Replace whatever registrations exist (and rebuild the indexes once).
     pub fresh: bool,
 }
@@ -77,7 +76,7 @@ pub async fn seed(client: &Client, plan: &SeedPlan, progress: bool) -> Result<Se
     let mut buffer = BytesMut::with_capacity(CHUNK_BYTES + 4096);
     let mut rows = 0u64;
     for n in 0..plan.devices {
-        let device = device(n, plan.ios_percent, plan.layout);
+        let device = device(n, plan.shape);
         let shard = shard_of(&device.token);
         for topic in &device.topics {
             buffer.put_slice(topic.as_bytes());

@@ -143,7 +143,9 @@ pub struct DeliveryBody {
 }
 
 /// Milliseconds from the send request until half, 90% and 99% of the
-/// audience was accepted (null until reached).
+/// audience was accepted (null until reached). The audience here leaves out
+/// the devices Apple / Google reported gone: an uninstalled app cannot be
+/// reached by anyone.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TimingsBody {
     pub t50_ms: Option<u32>,
@@ -153,8 +155,9 @@ pub struct TimingsBody {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CleanupBody {
-    /// Registrations deleted because their tokens are gone or invalid.
-    pub tokens_deleted: u64,
+    /// Registrations (device × topic) deleted because their tokens are
+    /// gone or invalid.
+    pub registrations_deleted: u64,
     /// `pending` until complete; then `deleted`, or `kept` when so many tokens
     /// were refused that Clarion suspects its own configuration.
     #[schema(example = "deleted")]
@@ -244,13 +247,19 @@ impl NotificationStatus {
             },
             ninety_in_two,
             cleanup: CleanupBody {
-                tokens_deleted: stored.tokens_deleted,
+                registrations_deleted: stored.registrations_deleted,
                 invalid_tokens: invalid_tokens.to_owned(),
                 suspect_configuration: invalid_tokens == "kept",
             },
             links: self_link(stored.id),
         }
     }
+}
+
+/// The devices timings count against: the audience less those reported gone.
+fn reachable(stored: &StoredNotification) -> u64 {
+    let audience = stored.audience_ios + stored.audience_android;
+    audience.saturating_sub(stored.ios.unregistered + stored.android.unregistered)
 }
 
 /// The 90in2 bar: 90% of the audience within two minutes.
@@ -266,8 +275,7 @@ async fn status_of(state: &AppState, stored: StoredNotification) -> Result<Notif
         }
     } else {
         let conn = state.pool.get().await.map_err(DbError::from)?;
-        let audience = stored.audience_ios + stored.audience_android;
-        delivery::timings(&*conn, stored.id, audience).await?
+        delivery::timings(&*conn, stored.id, reachable(&stored)).await?
     };
     Ok(NotificationStatus::new(stored, timings))
 }

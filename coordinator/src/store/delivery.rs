@@ -24,8 +24,9 @@ pub struct Completion {
     pub timings: Timings,
 }
 
-/// Time from the send request until half, 90% and 99% of the audience was
-/// accepted by Apple / Google; `None` while (or if never) reached.
+/// Time from the send request until half, 90% and 99% of the reachable
+/// audience (less the devices reported gone) was accepted by Apple / Google;
+/// `None` while (or if never) reached.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Timings {
     pub t50_ms: Option<u32>,
@@ -163,7 +164,8 @@ pub async fn maybe_complete(
 ) -> Result<Option<Completion>, StoreError> {
     let row = tx
         .query_opt(
-            "SELECT created_at, audience_ios + audience_android AS audience, invalid_ios + invalid_android AS invalid
+            "SELECT created_at, audience_ios + audience_android AS audience, invalid_ios + invalid_android AS invalid,
+                    unregistered_ios + unregistered_android AS unregistered
                FROM notifications
               WHERE id = $1 AND invalid_decision IS NULL AND jobs_planned > 0
                 AND jobs_done + jobs_failed >= jobs_planned AND batches_reported >= batches_expected",
@@ -174,7 +176,9 @@ pub async fn maybe_complete(
     let created_at: DateTime<Utc> = row.get("created_at");
     let audience = row.get::<_, i64>("audience").max(0) as u64;
     let invalid = row.get::<_, i64>("invalid").max(0) as u64;
-    let timings = timings(tx, id, audience).await?;
+    let unregistered = row.get::<_, i64>("unregistered").max(0) as u64;
+    // Devices reported gone cannot be reached: timings count without them.
+    let timings = timings(tx, id, audience.saturating_sub(unregistered)).await?;
     let withheld = audience > 0 && invalid as f64 > invalid_threshold * audience as f64;
     let invalid_deleted = if withheld {
         0
@@ -287,7 +291,7 @@ async fn delete_tokens(
         )
         .await?;
     tx.execute(
-        "UPDATE notifications SET tokens_deleted = tokens_deleted + $2 WHERE id = $1",
+        "UPDATE notifications SET registrations_deleted = registrations_deleted + $2 WHERE id = $1",
         &[&id, &(deleted as i64)],
     )
     .await?;

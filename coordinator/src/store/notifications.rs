@@ -64,7 +64,7 @@ pub struct StoredNotification {
     pub batches_reported: u64,
     pub ios: PlatformDelivery,
     pub android: PlatformDelivery,
-    pub tokens_deleted: u64,
+    pub registrations_deleted: u64,
     pub invalid_decision: Option<String>,
     pub t50_ms: Option<u32>,
     pub t90_ms: Option<u32>,
@@ -105,7 +105,7 @@ const COLUMNS: &str = "id, payload, status, api_key_id, trace_id, jobs_planned, 
                        audience_ios, audience_android, batches_expected, batches_reported,
                        sent_ios, failed_ios, invalid_ios, unregistered_ios, expired_ios, dry_run_ios, cancelled_ios,
                        sent_android, failed_android, invalid_android, unregistered_android, expired_android,
-                       dry_run_android, cancelled_android, tokens_deleted, invalid_decision,
+                       dry_run_android, cancelled_android, registrations_deleted, invalid_decision,
                        t50_ms, t90_ms, t99_ms, created_at, updated_at, completed_at, cancelled_at";
 
 /// Stores a new notification in `accepted`; does nothing when the id exists.
@@ -265,7 +265,7 @@ fn from_row(row: &Row) -> Result<StoredNotification, StoreError> {
         batches_reported: count("batches_reported"),
         ios: platform_delivery(row, "ios"),
         android: platform_delivery(row, "android"),
-        tokens_deleted: count("tokens_deleted"),
+        registrations_deleted: count("registrations_deleted"),
         invalid_decision: row.get("invalid_decision"),
         t50_ms: timing(row, "t50_ms"),
         t90_ms: timing(row, "t90_ms"),

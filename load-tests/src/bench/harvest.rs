@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::{git_commit, prepare_database, write_json};
-use crate::audience::Layout;
+use crate::audience::{AudienceShape, Layout};
 use crate::local_cluster::{LocalCluster, LocalClusterConfig};
 use crate::procinfo::{Usage, usage};
 use crate::seed::{SeedPlan, connect, seed};
@@ -93,8 +93,11 @@ pub async fn run(args: HarvestArgs) -> Result<HarvestReport> {
     } else {
         let plan = SeedPlan {
             devices: args.devices,
-            ios_percent: 50,
-            layout: Layout::Single,
+            shape: AudienceShape {
+                ios_percent: 50,
+                dead_percent: 0,
+                layout: Layout::Single,
+            },
             fresh: true,
         };
         let report = seed(&client, &plan, true).await?;
@@ -123,6 +126,7 @@ pub async fn run(args: HarvestArgs) -> Result<HarvestReport> {
             ("CLARION_HARVEST_WORKERS", args.harvest_workers.to_string()),
             ("CLARION_BATCH_SIZE", args.batch_size.to_string()),
         ],
+        dispatcher_env: Vec::new(),
         log_dir,
     };
     let mut cluster = LocalCluster::start(&config).await?;
