@@ -139,6 +139,16 @@ pub struct DeliverySettings {
     )]
     pub connections: u16,
 
+    /// Concurrent HTTP/2 streams per connection, at most (the server's own
+    /// limit, ~1000 at Apple, applies too).
+    #[arg(
+        long = "dispatch-streams-per-connection",
+        env = "CLARION_DISPATCH_STREAMS_PER_CONNECTION",
+        default_value_t = 1000,
+        value_parser = clap::value_parser!(u32).range(1..=100_000)
+    )]
+    pub streams_per_connection: u32,
+
     /// Pushes of one batch in flight at once (HTTP/2 streams also wait for
     /// the server's per-connection limit, ~1000 at Apple).
     #[arg(

@@ -34,6 +34,7 @@ use crate::channel::PushChannel;
 pub use crate::config::Settings;
 use crate::delivery::{Deliverer, Limits};
 use crate::fcm::FcmChannel;
+use crate::http2::PoolLimits;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -116,27 +117,26 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
     ));
     let tls = http2::client_config(delivery.extra_ca_file.as_deref(), &[b"h2"])
         .map_err(|err| StartError::Config(err.to_string()))?;
-    let connections = usize::from(delivery.connections);
-    let timeout = delivery.request_timeout();
+    let limits = PoolLimits {
+        connections: usize::from(delivery.connections),
+        streams_per_connection: delivery.streams_per_connection as usize,
+        timeout: delivery.request_timeout(),
+    };
     let arbiter = Arbiter::new();
     let parts = match settings.platform {
         Platform::Ios => {
-            let channel =
-                ApnsChannel::new(&settings.apns, tls, connections, timeout).map_err(StartError::Config)?;
+            let channel = ApnsChannel::new(&settings.apns, tls, limits).map_err(StartError::Config)?;
             start_workers(&arbiter, &settings, channel, runtime.handle()).await?
         }
         Platform::Android => {
             let fcm = settings.fcm.clone();
             let extra_ca = delivery.extra_ca_file.clone();
-            let channel =
-                runtime
-                    .handle()
-                    .spawn(async move {
-                        FcmChannel::new(&fcm, tls, extra_ca.as_deref(), connections, timeout).await
-                    })
-                    .await
-                    .map_err(|err| StartError::Config(err.to_string()))?
-                    .map_err(StartError::Config)?;
+            let channel = runtime
+                .handle()
+                .spawn(async move { FcmChannel::new(&fcm, tls, extra_ca.as_deref(), limits).await })
+                .await
+                .map_err(|err| StartError::Config(err.to_string()))?
+                .map_err(StartError::Config)?;
             start_workers(&arbiter, &settings, channel, runtime.handle()).await?
         }
     };
@@ -145,7 +145,8 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
     info!(
         addr = %health.addr,
         platform = %settings.platform,
-        connections,
+        connections = limits.connections,
+        streams_per_connection = limits.streams_per_connection,
         batch_workers = delivery.batch_workers,
         rate_limit = delivery.rate_limit,
         "dispatcher running"

@@ -16,7 +16,7 @@ use tracing::debug;
 
 use crate::channel::{Attempt, PushChannel};
 use crate::config::ApnsSettings;
-use crate::http2::Http2Pool;
+use crate::http2::{Http2Pool, PoolLimits};
 use payload::PreparedApns;
 use token::ProviderToken;
 
@@ -28,12 +28,7 @@ pub struct ApnsChannel {
 }
 
 impl ApnsChannel {
-    pub fn new(
-        settings: &ApnsSettings,
-        tls: Arc<ClientConfig>,
-        connections: usize,
-        timeout: Duration,
-    ) -> Result<Self, String> {
+    pub fn new(settings: &ApnsSettings, tls: Arc<ClientConfig>, limits: PoolLimits) -> Result<Self, String> {
         let required = |value: &Option<String>, name: &str| {
             value
                 .clone()
@@ -48,8 +43,8 @@ impl ApnsChannel {
         let topic = required(&settings.topic, "CLARION_APNS_TOPIC")?;
         let refresh = Duration::from_secs(settings.token_refresh_secs);
         Ok(Self {
-            production: Http2Pool::new(&settings.endpoint, tls.clone(), connections, timeout)?,
-            sandbox: Http2Pool::new(&settings.sandbox_endpoint, tls, connections, timeout)?,
+            production: Http2Pool::new(&settings.endpoint, tls.clone(), limits)?,
+            sandbox: Http2Pool::new(&settings.sandbox_endpoint, tls, limits)?,
             token: ProviderToken::new(&key_file, &key_id, &team_id, refresh)?,
             topic: HeaderValue::from_str(&topic)
                 .map_err(|_| "CLARION_APNS_TOPIC is not a valid header value")?,

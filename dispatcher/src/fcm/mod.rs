@@ -6,7 +6,6 @@ pub mod errors;
 pub mod message;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use clarion_proto::{ApnsEnvironment, TokenBatch};
 use http::{HeaderValue, Method, Request};
@@ -15,7 +14,7 @@ use tracing::{debug, warn};
 
 use crate::channel::{Attempt, PushChannel};
 use crate::config::FcmSettings;
-use crate::http2::Http2Pool;
+use crate::http2::{Http2Pool, PoolLimits};
 use auth::FcmAuth;
 use message::PreparedFcm;
 
@@ -32,8 +31,7 @@ impl FcmChannel {
         settings: &FcmSettings,
         tls: Arc<ClientConfig>,
         extra_ca: Option<&std::path::Path>,
-        connections: usize,
-        timeout: Duration,
+        limits: PoolLimits,
     ) -> Result<Self, String> {
         let credentials = settings
             .credentials_file
@@ -47,7 +45,7 @@ impl FcmChannel {
             .or(Some(account_project).filter(|p| !p.is_empty()))
             .ok_or("no Firebase project: set CLARION_FCM_PROJECT_ID or use credentials with a project_id")?;
         Ok(Self {
-            pool: Http2Pool::new(&settings.endpoint, tls, connections, timeout)?,
+            pool: Http2Pool::new(&settings.endpoint, tls, limits)?,
             auth,
             path: format!("/v1/projects/{project}/messages:send"),
         })

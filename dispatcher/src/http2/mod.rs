@@ -6,5 +6,5 @@
 mod pool;
 mod tls;
 
-pub use pool::{Http2Pool, Response, TransportError};
+pub use pool::{Http2Pool, PoolLimits, Response, TransportError};
 pub use tls::client_config;

@@ -25,6 +25,14 @@ use tracing::{debug, info};
 const STREAM_WINDOW: u32 = 1 << 20;
 const CONNECTION_WINDOW: u32 = 16 << 20;
 
+/// How many connections, streams and how long to wait.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolLimits {
+    pub connections: usize,
+    pub streams_per_connection: usize,
+    pub timeout: Duration,
+}
+
 /// An answer, body read in full.
 #[derive(Debug, Clone)]
 pub struct Response {
@@ -61,6 +69,8 @@ impl TransportError {
 struct Connection {
     sender: SendRequest<Bytes>,
     closed: Arc<AtomicBool>,
+    /// Client-side cap on concurrent streams (the server's own limit applies too).
+    streams: Arc<tokio::sync::Semaphore>,
 }
 
 impl Connection {
@@ -86,18 +96,14 @@ pub struct Http2Pool {
     slots: Box<[Slot]>,
     next: AtomicUsize,
     timeout: Duration,
+    max_streams: usize,
     opened: AtomicU64,
 }
 
 impl Http2Pool {
     /// A pool of `connections` to the origin of `base_url` (https only);
     /// nothing is connected until the first request.
-    pub fn new(
-        base_url: &str,
-        tls: Arc<ClientConfig>,
-        connections: usize,
-        timeout: Duration,
-    ) -> Result<Self, String> {
+    pub fn new(base_url: &str, tls: Arc<ClientConfig>, limits: PoolLimits) -> Result<Self, String> {
         let url = url::Url::parse(base_url).map_err(|err| format!("invalid URL {base_url:?}: {err}"))?;
         if url.scheme() != "https" {
             return Err(format!("{base_url:?} is not an https URL"));
@@ -120,14 +126,15 @@ impl Http2Pool {
             authority,
             server_name,
             connector: TlsConnector::from(tls),
-            slots: (0..connections.max(1))
+            slots: (0..limits.connections.max(1))
                 .map(|_| Slot {
                     current: ArcSwapOption::empty(),
                     connecting: tokio::sync::Mutex::new(()),
                 })
                 .collect(),
             next: AtomicUsize::new(0),
-            timeout,
+            timeout: limits.timeout,
+            max_streams: limits.streams_per_connection.max(1),
             opened: AtomicU64::new(0),
         })
     }
@@ -156,6 +163,12 @@ impl Http2Pool {
 
     async fn exchange(&self, request: Request<()>, body: Bytes) -> Result<Response, TransportError> {
         let connection = self.connection().await?;
+        let _stream = connection
+            .streams
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| TransportError::Connection("connection closed".into()))?;
         let broken = |err: h2::Error| {
             if err.is_go_away() || err.is_io() || err.reason().is_none() {
                 connection.closed.store(true, Ordering::Relaxed);
@@ -234,6 +247,10 @@ impl Http2Pool {
         });
         let opened = self.opened.fetch_add(1, Ordering::Relaxed) + 1;
         info!(origin = %self.origin, connections_opened = opened, "HTTP/2 connection open");
-        Ok(Connection { sender, closed })
+        Ok(Connection {
+            sender,
+            closed,
+            streams: Arc::new(tokio::sync::Semaphore::new(self.max_streams)),
+        })
     }
 }
