@@ -103,43 +103,10 @@ pub struct Audience {
     pub total: u64,
 }
 
-/// What became of one platform's pushes so far.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct PlatformDeliveryBody {
-    /// Accepted by Apple / Google.
-    pub sent: u64,
-    /// Given up after retries.
-    pub failed: u64,
-    /// Refused as malformed or foreign tokens.
-    pub invalid: u64,
-    /// Reported gone; their registrations are deleted.
-    pub unregistered: u64,
-    /// Not sent: the TTL had passed.
-    pub expired: u64,
-    /// Not sent: dry run.
-    pub dry_run: u64,
-    /// Not sent: cancelled.
-    pub cancelled: u64,
-}
-
-impl From<PlatformDelivery> for PlatformDeliveryBody {
-    fn from(d: PlatformDelivery) -> Self {
-        Self {
-            sent: d.sent,
-            failed: d.failed,
-            invalid: d.invalid,
-            unregistered: d.unregistered,
-            expired: d.expired,
-            dry_run: d.dry_run,
-            cancelled: d.cancelled,
-        }
-    }
-}
-
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DeliveryBody {
-    pub ios: PlatformDeliveryBody,
-    pub android: PlatformDeliveryBody,
+    pub ios: PlatformDelivery,
+    pub android: PlatformDelivery,
 }
 
 /// Milliseconds from the send request until half, 90% and 99% of the
@@ -232,8 +199,8 @@ impl NotificationStatus {
                 total: audience,
             },
             delivery: DeliveryBody {
-                ios: stored.ios.into(),
-                android: stored.android.into(),
+                ios: stored.ios,
+                android: stored.android,
             },
             delivered_percent: if audience == 0 {
                 0.0

@@ -75,15 +75,23 @@ pub struct StoredNotification {
     pub cancelled_at: Option<DateTime<Utc>>,
 }
 
-/// What became of one platform's pushes so far.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What became of one platform's pushes so far (also the status API's
+/// `delivery.<platform>` object).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct PlatformDelivery {
+    /// Accepted by Apple / Google.
     pub sent: u64,
+    /// Given up after retries.
     pub failed: u64,
+    /// Refused as malformed or foreign tokens.
     pub invalid: u64,
+    /// Reported gone; their registrations are deleted.
     pub unregistered: u64,
+    /// Not sent: the TTL had passed.
     pub expired: u64,
+    /// Not sent: dry run.
     pub dry_run: u64,
+    /// Not sent: cancelled.
     pub cancelled: u64,
 }
 
