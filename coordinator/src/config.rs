@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
+use clarion_runtime::telemetry::OtlpSettings;
 use clarion_runtime::{BrokerSettings, DatabaseSettings, LogSettings};
 
 use crate::auth::ApiKeys;
@@ -102,6 +103,9 @@ pub struct Settings {
 
     #[command(flatten)]
     pub log: LogSettings,
+
+    #[command(flatten)]
+    pub otlp: OtlpSettings,
 }
 
 impl Settings {

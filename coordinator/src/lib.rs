@@ -25,6 +25,7 @@ use clarion_proto::Names;
 use clarion_runtime::consumer::{ConsumerSpec, QueueConsumer, stop_all};
 use clarion_runtime::health::Readiness;
 use clarion_runtime::publisher::Publisher;
+use clarion_runtime::telemetry::TraceService;
 use clarion_runtime::{BrokerLink, db};
 use tracing::{info, warn};
 
@@ -36,6 +37,15 @@ use crate::consumers::cleanup::CleanupHandler;
 use crate::consumers::dead_letters::DeadLetterHandler;
 use crate::consumers::reports::ReportHandler;
 use crate::migrations::MigrationError;
+
+/// How the coordinator's spans are exported.
+pub fn trace_service() -> TraceService {
+    TraceService {
+        name: "clarion-coordinator",
+        target: "clarion_coordinator",
+        attributes: Vec::new(),
+    }
+}
 
 /// How long start-up waits for PostgreSQL to accept connections.
 const DATABASE_STARTUP_PATIENCE: Duration = Duration::from_secs(30);
@@ -117,6 +127,9 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         settings.tokens_per_job,
     )
     .start();
+    clarion_runtime::metrics::watch_queue(broker.clone(), names.reports_queue());
+    clarion_runtime::metrics::watch_queue(broker.clone(), names.cleanup_queue());
+    clarion_runtime::metrics::watch_pool(pool.clone(), "coordinator");
     let consumers = Consumers {
         reports: QueueConsumer::start_pool(
             1,
@@ -176,6 +189,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
             .app_data(state.clone())
             .app_data(keys.clone())
             .app_data(readiness.clone())
+            .wrap(actix_web::middleware::from_fn(api::middleware::observe))
             .configure(api::configure)
     });
     if let Some(workers) = settings.http_workers {

@@ -2,12 +2,20 @@
 
 use clap::Parser;
 use clarion_coordinator::Settings;
+use clarion_runtime::telemetry;
 
 #[actix_web::main]
 async fn main() -> anyhow::Result<()> {
     let settings = Settings::parse();
-    clarion_runtime::telemetry::init_logging(&settings.log).map_err(anyhow::Error::msg)?;
+    let telemetry = telemetry::init(
+        &settings.log,
+        &settings.otlp,
+        vec![clarion_coordinator::trace_service()],
+    )
+    .map_err(anyhow::Error::msg)?;
+    clarion_runtime::metrics::install();
     let coordinator = clarion_coordinator::start(settings).await?;
-    coordinator.wait().await?;
-    Ok(())
+    let served = coordinator.wait().await;
+    telemetry.shutdown();
+    Ok(served?)
 }

@@ -39,6 +39,8 @@ impl From<StoreError> for ApiError {
     }
 }
 
+/// Runs inside the notification's span: its trace id is stored with the
+/// notification, and the planner's spans are its children.
 pub async fn accept(
     pool: &PgPool,
     planner: &Addr<Planner>,
@@ -46,8 +48,10 @@ pub async fn accept(
     notification: Notification,
     api_key_id: &str,
 ) -> Result<Accepted, ApiError> {
+    let span = tracing::Span::current();
+    let trace_id = trace_id_of(&span);
     let mut conn = pool.get().await.map_err(DbError::from)?;
-    store::insert_if_absent(&*conn, id, &notification, api_key_id).await?;
+    store::insert_if_absent(&*conn, id, &notification, api_key_id, trace_id.as_deref()).await?;
 
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     let stored = store::lock(&tx, id)
@@ -70,6 +74,7 @@ pub async fn accept(
             id,
             notification,
             sent_at,
+            parent: span,
         })
         .await
         .map_err(|_| ApiError::Unavailable("the planner is not running".into()))?
@@ -83,7 +88,19 @@ pub async fn accept(
     store::mark_planned(&tx, id, plan.jobs).await?;
     tx.commit().await.map_err(StoreError::from)?;
     info!(notification.id = %id, jobs = plan.jobs, "notification accepted");
+    metrics::counter!("clarion_coordinator_jobs_planned_total").increment(u64::from(plan.jobs));
     Ok(Accepted::New {
         status: Status::Harvesting,
     })
+}
+
+/// The W3C trace id of `span` (32 hex characters), when it is traced.
+fn trace_id_of(span: &tracing::Span) -> Option<String> {
+    use opentelemetry::trace::TraceContextExt;
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let context = span.context();
+    let span_context = context.span().span_context().clone();
+    span_context
+        .is_valid()
+        .then(|| span_context.trace_id().to_string())
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser};
 use clarion_proto::Platform;
+use clarion_runtime::telemetry::OtlpSettings;
 use clarion_runtime::{BrokerSettings, LogSettings};
 
 #[derive(Debug, Clone, Parser)]
@@ -43,6 +44,9 @@ pub struct Settings {
 
     #[command(flatten)]
     pub log: LogSettings,
+
+    #[command(flatten)]
+    pub otlp: OtlpSettings,
 }
 
 /// Apple Push Notification service.

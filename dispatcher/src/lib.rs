@@ -25,6 +25,7 @@ use clarion_runtime::consumer::{ConsumerSpec, QueueConsumer, StopConsuming};
 use clarion_runtime::control::{Cancellations, subscribe};
 use clarion_runtime::health::{HealthServer, Readiness};
 use clarion_runtime::publisher::Publisher;
+use clarion_runtime::telemetry::TraceService;
 use tokio::sync::oneshot;
 use tracing::info;
 
@@ -35,6 +36,18 @@ pub use crate::config::Settings;
 use crate::delivery::{Deliverer, Limits};
 use crate::fcm::FcmChannel;
 use crate::http2::PoolLimits;
+
+/// How the dispatcher's spans are exported (its platform as an attribute).
+pub fn trace_service(platform: Platform) -> TraceService {
+    TraceService {
+        name: "clarion-dispatcher",
+        target: "clarion_dispatcher",
+        attributes: vec![opentelemetry::KeyValue::new(
+            "clarion.platform",
+            platform.as_str(),
+        )],
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -197,6 +210,7 @@ async fn start_workers<C: PushChannel>(
             names: names.clone(),
             platform,
         };
+        clarion_runtime::metrics::watch_queue(link.clone(), names.deliver_queue(platform));
         let spec = ConsumerSpec {
             queue: names.deliver_queue(platform),
             prefetch,

@@ -2,13 +2,18 @@
 
 use clap::Parser;
 use clarion_dispatcher::Settings;
+use clarion_runtime::telemetry;
 
 #[actix_web::main]
 async fn main() -> anyhow::Result<()> {
     let settings = Settings::parse();
-    clarion_runtime::telemetry::init_logging(&settings.log).map_err(anyhow::Error::msg)?;
+    let service = clarion_dispatcher::trace_service(settings.platform);
+    let telemetry =
+        telemetry::init(&settings.log, &settings.otlp, vec![service]).map_err(anyhow::Error::msg)?;
+    clarion_runtime::metrics::install();
     let dispatcher = clarion_dispatcher::start(settings).await?;
     clarion_runtime::shutdown::signal().await;
     dispatcher.stop().await;
+    telemetry.shutdown();
     Ok(())
 }

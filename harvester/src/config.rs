@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 
 use clap::Parser;
+use clarion_runtime::telemetry::OtlpSettings;
 use clarion_runtime::{BrokerSettings, DatabaseSettings, LogSettings};
 
 #[derive(Debug, Clone, Parser)]
@@ -75,6 +76,9 @@ pub struct Settings {
 
     #[command(flatten)]
     pub log: LogSettings,
+
+    #[command(flatten)]
+    pub otlp: OtlpSettings,
 }
 
 #[cfg(test)]

@@ -19,6 +19,8 @@ use clarion_runtime::publisher::{Outgoing, PublishError, Publisher};
 use futures::stream::FuturesUnordered;
 use futures::{StreamExt, TryStreamExt};
 use tokio_postgres::types::ToSql;
+use tracing::Instrument;
+use tracing::field::Empty;
 
 use crate::batching::{BatchCutter, BatchTotals};
 
@@ -74,13 +76,29 @@ pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals
     let start = job.shards.start() as i16;
     let end = job.shards.end() as i16;
     let topics = &job.notification.topics;
-    let (sql, topic_param): (&str, &(dyn ToSql + Sync)) = match topics.as_slice() {
-        [one] => (ONE_TOPIC, one),
-        _ => (MANY_TOPICS, topics),
+    let (sql, summary, topic_param): (&str, &str, &(dyn ToSql + Sync)) = match topics.as_slice() {
+        [one] => (ONE_TOPIC, "SELECT registrations (one topic)", one),
+        _ => (MANY_TOPICS, "SELECT registrations (several topics)", topics),
     };
-    let statement = conn.prepare(sql).await?;
+    // Lives until the stream is drained; batches are published under the
+    // job's span, not under this one.
+    let query_span = tracing::info_span!(
+        "stream registrations",
+        otel.kind = "client",
+        db.system.name = "postgresql",
+        db.operation.name = "SELECT",
+        db.collection.name = "registrations",
+        db.query.summary = summary,
+        db.response.returned_rows = Empty,
+    );
+    let statement = conn.prepare(sql).instrument(query_span.clone()).await?;
     let params: [&(dyn ToSql + Sync); 3] = [topic_param, &start, &end];
-    let mut rows = pin!(conn.query_raw(&statement, params).await?);
+    let mut rows = pin!(
+        conn.query_raw(&statement, params)
+            .instrument(query_span.clone())
+            .await?
+    );
+    let mut returned_rows = 0u64;
 
     let mut cutter = BatchCutter::new(
         job.notification_id,
@@ -92,6 +110,7 @@ pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals
     let mut confirms = FuturesUnordered::new();
     let mut previous = String::new();
     while let Some(row) = rows.try_next().await? {
+        returned_rows += 1;
         let token: &str = row.get(0);
         if token == previous {
             continue;
@@ -120,6 +139,8 @@ pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals
             confirms.push(sent.confirmed());
         }
     }
+    query_span.record("db.response.returned_rows", returned_rows);
+    drop(query_span);
     while let Some(confirmed) = confirms.next().await {
         confirmed?;
     }

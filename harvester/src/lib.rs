@@ -19,6 +19,7 @@ use clarion_runtime::consumer::{ConsumerSpec, QueueConsumer, stop_all};
 use clarion_runtime::control::{Cancellations, subscribe};
 use clarion_runtime::health::{HealthServer, Readiness};
 use clarion_runtime::publisher::Publisher;
+use clarion_runtime::telemetry::TraceService;
 use clarion_runtime::{BrokerLink, PgPool, db};
 use tokio::sync::oneshot;
 use tracing::info;
@@ -26,6 +27,15 @@ use tracing::info;
 use crate::actors::harvest_worker::HarvestWorker;
 pub use crate::config::Settings;
 use crate::harvest::HarvestContext;
+
+/// How the harvester's spans are exported.
+pub fn trace_service() -> TraceService {
+    TraceService {
+        name: "clarion-harvester",
+        target: "clarion_harvester",
+        attributes: Vec::new(),
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -94,6 +104,7 @@ pub async fn start(settings: Settings) -> Result<Harvester, StartError> {
 /// Runs on the harvest arbiter: everything the actors use is created there.
 fn start_workers(settings: &Settings) -> Result<Parts, StartError> {
     let pool = db::pool(&settings.database, "clarion-harvester")?;
+    clarion_runtime::metrics::watch_pool(pool.clone(), "harvester");
     let link = BrokerLink::spawn(settings.broker.url.clone(), "clarion-harvester".into());
     let names = Names::new(settings.broker.namespace.clone());
     let cancellations = Cancellations::default();
@@ -109,6 +120,7 @@ fn start_workers(settings: &Settings) -> Result<Parts, StartError> {
         },
         retry_delay: Duration::from_millis(settings.retry_delay_ms),
     };
+    clarion_runtime::metrics::watch_queue(link.clone(), names.harvest_queue());
     let spec = ConsumerSpec {
         queue: names.harvest_queue(),
         prefetch: settings.prefetch,

@@ -1,7 +1,8 @@
 //! Clarion's wire contract, shared by the coordinator, the harvesters and the
 //! dispatchers: the messages that cross RabbitMQ, the names of exchanges,
 //! queues and headers, the token → shard hash, and the notification payload
-//! with its validation. Nothing in this crate performs I/O.
+//! with its validation, and the trace context carried in headers. Nothing in
+//! this crate performs I/O.
 
 pub mod codec;
 pub mod messages;
@@ -10,6 +11,7 @@ pub mod payload;
 pub mod platform;
 pub mod shard;
 pub mod topic;
+pub mod trace_context;
 
 pub use messages::{
     ACCEPT_BUCKET_MS, AcceptBucket, BatchId, CleanupReason, Control, ControlCommand, DeliveryCounts,

@@ -38,6 +38,9 @@ pub mod routing_keys {
     pub const SHARD_JOB: &str = "job";
 }
 
+/// The W3C trace-context headers, in the order they are read.
+pub const TRACE_HEADERS: [&str; 2] = [headers::TRACEPARENT, headers::TRACESTATE];
+
 /// AMQP header names.
 pub mod headers {
     /// W3C trace context, propagated on every message.

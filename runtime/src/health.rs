@@ -122,9 +122,9 @@ pub async fn readyz(readiness: web::Data<Readiness>) -> HttpResponse {
     }
 }
 
-/// A running HTTP server that only answers `/healthz` and `/readyz`; the
-/// harvester and the dispatcher use it (the coordinator mounts the same
-/// routes in its API server).
+/// A running HTTP server that only answers `/healthz`, `/readyz` and
+/// `/metrics`; the harvester and the dispatcher use it (the coordinator
+/// mounts the same routes in its API server).
 pub struct HealthServer {
     pub addr: std::net::SocketAddr,
     handle: actix_web::dev::ServerHandle,
@@ -139,6 +139,7 @@ impl HealthServer {
             actix_web::App::new()
                 .app_data(readiness.clone())
                 .configure(configure)
+                .configure(crate::metrics::configure)
         })
         .workers(1)
         .disable_signals()

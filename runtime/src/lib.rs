@@ -10,6 +10,7 @@ pub mod control;
 pub mod db;
 pub mod health;
 pub mod message;
+pub mod metrics;
 pub mod publisher;
 pub mod settings;
 pub mod shutdown;

@@ -2,16 +2,18 @@
 //! messages and reading them back.
 
 use clarion_proto::codec::CONTENT_TYPE;
-use clarion_proto::names::headers;
+use clarion_proto::names::{TRACE_HEADERS, headers};
+use clarion_proto::trace_context;
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, LongString};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 use uuid::Uuid;
 
 /// Persistent delivery mode.
 const PERSISTENT: u8 = 2;
 
 /// Properties of a Clarion message: JSON, persistent, typed, tagged with
-/// its notification.
+/// its notification, and carrying the trace context of the current span.
 pub fn properties(message_type: &str, notification_id: Uuid) -> BasicProperties {
     let mut headers = FieldTable::default();
     headers.insert(headers::MESSAGE_TYPE.into(), text(message_type));
@@ -19,6 +21,9 @@ pub fn properties(message_type: &str, notification_id: Uuid) -> BasicProperties 
         headers::NOTIFICATION_ID.into(),
         text(&notification_id.to_string()),
     );
+    for (name, value) in trace_context::inject(&tracing::Span::current().context()) {
+        headers.insert(name.into(), text(&value));
+    }
     BasicProperties::default()
         .with_content_type(CONTENT_TYPE.into())
         .with_delivery_mode(PERSISTENT)
@@ -32,6 +37,15 @@ pub fn header_text(properties: &BasicProperties, name: &str) -> Option<String> {
         AMQPValue::ShortString(value) => Some(value.as_str().to_owned()),
         _ => None,
     }
+}
+
+/// The trace context a message carries (empty when it carries none).
+pub fn trace_parent(properties: &BasicProperties) -> opentelemetry::Context {
+    let values: Vec<(&str, String)> = TRACE_HEADERS
+        .iter()
+        .filter_map(|name| header_text(properties, name).map(|value| (*name, value)))
+        .collect();
+    trace_context::extract(|name| values.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str()))
 }
 
 /// How many times the broker delivered this message before (quorum queues

@@ -14,7 +14,8 @@ use clarion_proto::names::{message_types, routing_keys};
 use clarion_proto::{Names, Notification, ShardJob, WireVersion};
 use clarion_runtime::message::properties;
 use clarion_runtime::publisher::{Outgoing, PublishError, Publisher};
-use tracing::info;
+use tracing::field::Empty;
+use tracing::{Instrument, info};
 use uuid::Uuid;
 
 use crate::actors::topic_counter::{PeekTopicCounts, TopicCounter};
@@ -33,6 +34,8 @@ pub struct PlanNotification {
     pub id: Uuid,
     pub notification: Notification,
     pub sent_at: DateTime<Utc>,
+    /// The notification's span: planning is its child.
+    pub parent: tracing::Span,
 }
 
 /// The published plan.
@@ -91,52 +94,81 @@ impl Handler<PlanNotification> for Planner {
         let publisher = self.publisher.clone();
         let exchange = self.names.harvest_exchange();
         let tokens_per_job = self.tokens_per_job;
-        Box::pin(async move {
-            let counts = topic_counter
-                .send(PeekTopicCounts {
-                    topics: msg.notification.topics.clone(),
-                })
-                .await
-                .map_err(|_| PlanError::Counter)?;
-            let estimate = AudienceEstimate {
-                known: counts.iter().flatten().map(|c| c.total()).sum(),
-                unknown_topics: counts.iter().filter(|c| c.is_none()).count(),
-            };
-            let ranges = plan(estimate, tokens_per_job);
-            let jobs_planned = ranges.len() as u32;
-            let messages = ranges
-                .into_iter()
-                .enumerate()
-                .map(|(index, shards)| {
-                    let job = ShardJob {
-                        v: WireVersion::CURRENT,
-                        notification_id: msg.id,
-                        job_index: index as u32,
-                        jobs_planned,
-                        shards,
-                        sent_at: msg.sent_at,
-                        notification: msg.notification.clone(),
-                    };
-                    Ok(Outgoing {
-                        exchange: exchange.clone(),
-                        routing_key: routing_keys::SHARD_JOB.to_owned(),
-                        body: encode(&job).map_err(|err| PlanError::Encode(err.to_string()))?,
-                        properties: properties(message_types::SHARD_JOB, msg.id),
+        let span = tracing::info_span!(
+            parent: &msg.parent,
+            "plan notification",
+            notification.id = %msg.id,
+            jobs = Empty,
+            estimated_audience = Empty,
+            unknown_topics = Empty,
+        );
+        Box::pin(
+            async move {
+                let counts = topic_counter
+                    .send(PeekTopicCounts {
+                        topics: msg.notification.topics.clone(),
                     })
+                    .await
+                    .map_err(|_| PlanError::Counter)?;
+                let estimate = AudienceEstimate {
+                    known: counts.iter().flatten().map(|c| c.total()).sum(),
+                    unknown_topics: counts.iter().filter(|c| c.is_none()).count(),
+                };
+                let ranges = plan(estimate, tokens_per_job);
+                let jobs_planned = ranges.len() as u32;
+                let current = tracing::Span::current();
+                current.record("jobs", jobs_planned);
+                current.record("estimated_audience", estimate.known);
+                current.record("unknown_topics", estimate.unknown_topics);
+                let publish = tracing::info_span!(
+                    "publish shard jobs",
+                    otel.kind = "producer",
+                    messaging.system = "rabbitmq",
+                    messaging.operation.type = "publish",
+                    messaging.destination.name = %exchange,
+                    messaging.batch.message_count = jobs_planned,
+                );
+                // Built inside the publish span: each job carries its context.
+                let messages = publish.in_scope(|| {
+                    ranges
+                        .into_iter()
+                        .enumerate()
+                        .map(|(index, shards)| {
+                            let job = ShardJob {
+                                v: WireVersion::CURRENT,
+                                notification_id: msg.id,
+                                job_index: index as u32,
+                                jobs_planned,
+                                shards,
+                                sent_at: msg.sent_at,
+                                notification: msg.notification.clone(),
+                            };
+                            Ok(Outgoing {
+                                exchange: exchange.clone(),
+                                routing_key: routing_keys::SHARD_JOB.to_owned(),
+                                body: encode(&job).map_err(|err| PlanError::Encode(err.to_string()))?,
+                                properties: properties(message_types::SHARD_JOB, msg.id),
+                            })
+                        })
+                        .collect::<Result<Vec<_>, PlanError>>()
+                })?;
+                publisher
+                    .publish_all(&messages, PUBLISH_ATTEMPTS)
+                    .instrument(publish)
+                    .await?;
+                info!(
+                    notification.id = %msg.id,
+                    jobs = jobs_planned,
+                    estimated_audience = estimate.known,
+                    unknown_topics = estimate.unknown_topics,
+                    "shard jobs published"
+                );
+                Ok(Plan {
+                    jobs: jobs_planned,
+                    estimate,
                 })
-                .collect::<Result<Vec<_>, PlanError>>()?;
-            publisher.publish_all(&messages, PUBLISH_ATTEMPTS).await?;
-            info!(
-                notification.id = %msg.id,
-                jobs = jobs_planned,
-                estimated_audience = estimate.known,
-                unknown_topics = estimate.unknown_topics,
-                "shard jobs published"
-            );
-            Ok(Plan {
-                jobs: jobs_planned,
-                estimate,
-            })
-        })
+            }
+            .instrument(span),
+        )
     }
 }

@@ -3,6 +3,7 @@
 //! Topic names hold `/` (`breaking/uk`), so every path that ends in a topic
 //! matches the rest of the path (`{topic:.+}`).
 
+pub mod middleware;
 pub mod notifications;
 pub mod openapi;
 pub mod registrations;
@@ -41,6 +42,7 @@ pub struct AppState {
 /// Registers every route of the API on an actix-web app.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.configure(health::configure)
+        .configure(clarion_runtime::metrics::configure)
         .app_data(
             web::JsonConfig::default()
                 .limit(BODY_LIMIT)

@@ -10,12 +10,13 @@ use clarion_runtime::control::publish_cancel;
 use clarion_runtime::db::DbError;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use tracing::info;
+use tracing::{Instrument, info};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::AppState;
 use crate::auth::{Caller, Scope};
+use crate::consumers::NINETY_IN_TWO_MS;
 use crate::error::{ApiError, Problem};
 use crate::sending::{Accepted, accept};
 use crate::store::delivery::{self, Timings};
@@ -229,9 +230,6 @@ fn reachable(stored: &StoredNotification) -> u64 {
     audience.saturating_sub(stored.ios.unregistered + stored.android.unregistered)
 }
 
-/// The 90in2 bar: 90% of the audience within two minutes.
-const NINETY_IN_TWO_MS: u32 = 120_000;
-
 /// The status body, with live timings until the notification completes.
 async fn status_of(state: &AppState, stored: StoredNotification) -> Result<NotificationStatus, ApiError> {
     let timings = if stored.completed_at.is_some() {
@@ -282,7 +280,23 @@ pub async fn send_notification(
         .validated()
         .map_err(|err| ApiError::Invalid(err.to_string()))?;
     let id = id.unwrap_or_else(Uuid::now_v7);
-    let accepted = accept(&state.pool, &state.planner, id, notification, &caller.key_id).await?;
+    let span = tracing::info_span!(
+        "send notification",
+        notification.id = %id,
+        notification.topics = notification.topics.len(),
+        notification.dry_run = notification.dry_run,
+    );
+    let accepted = accept(&state.pool, &state.planner, id, notification, &caller.key_id)
+        .instrument(span)
+        .await;
+    let outcome = match &accepted {
+        Ok(Accepted::New { .. }) => "accepted",
+        Ok(Accepted::Replay { .. }) => "replayed",
+        Err(ApiError::Conflict(_)) => "conflict",
+        Err(_) => "failed",
+    };
+    metrics::counter!("clarion_coordinator_notifications_total", "outcome" => outcome).increment(1);
+    let accepted = accepted?;
     let (mut response, status) = match accepted {
         Accepted::New { status } => (HttpResponse::Accepted(), status),
         Accepted::Replay { status } => (HttpResponse::Ok(), status),

@@ -16,12 +16,13 @@ use clarion_runtime::health;
     info(
         title = "Clarion",
         description = "Breaking-news push notifications to millions of devices through APNs and FCM. \
-                       Every endpoint but /healthz, /readyz and this document needs \
+                       Every endpoint but /healthz, /readyz, /metrics and this document needs \
                        `Authorization: Bearer <key>` with the scope named in its description."
     ),
     paths(
         health::healthz,
         health::readyz,
+        clarion_runtime::metrics::render,
         openapi_json,
         registrations::put_registration,
         registrations::get_registration,

@@ -2,15 +2,15 @@
 //! or refused as invalid (held until the notification's decision, so a
 //! misconfiguration never wipes the audience).
 
-use clarion_proto::TokenCleanup;
 use clarion_proto::codec::decode;
+use clarion_proto::{CleanupReason, TokenCleanup};
 use clarion_runtime::PgPool;
 use clarion_runtime::consumer::{DeliveryHandler, ack, dead_letter, requeue};
 use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
-use tracing::{debug, warn};
+use tracing::{Instrument, debug, warn};
 
-use super::retry_database;
+use super::{count_report, process_span, retry_database};
 use crate::store::delivery::{Cleaned, record_cleanup};
 
 #[derive(Clone)]
@@ -21,6 +21,7 @@ pub struct CleanupHandler {
 impl DeliveryHandler for CleanupHandler {
     fn handle(&self, delivery: Delivery) -> LocalBoxFuture<'static, ()> {
         let pool = self.pool.clone();
+        let span = process_span(&delivery);
         Box::pin(async move {
             let cleanup = match decode::<TokenCleanup>(&delivery.data) {
                 Ok(cleanup) => cleanup,
@@ -32,6 +33,15 @@ impl DeliveryHandler for CleanupHandler {
                     ack(&delivery).await;
                 }
                 Ok(cleaned) => {
+                    count_report("cleanup", "counted");
+                    if let Cleaned::Deleted(rows) = cleaned {
+                        let reason = match cleanup.reason {
+                            CleanupReason::Unregistered => "unregistered",
+                            CleanupReason::Invalid => "invalid",
+                        };
+                        metrics::counter!("clarion_coordinator_registrations_deleted_total", "reason" => reason)
+                            .increment(rows);
+                    }
                     debug!(
                         notification.id = %cleanup.notification_id,
                         reason = ?cleanup.reason,
@@ -43,6 +53,7 @@ impl DeliveryHandler for CleanupHandler {
                 }
                 Err(_) => requeue(&delivery).await,
             }
-        })
+        }
+        .instrument(span))
     }
 }

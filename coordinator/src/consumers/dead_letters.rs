@@ -14,9 +14,9 @@ use clarion_runtime::consumer::{DeliveryHandler, ack, requeue};
 use clarion_runtime::message::header_text;
 use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
-use tracing::{error, warn};
+use tracing::{Instrument, error, warn};
 
-use super::{log_completion, retry_database};
+use super::{count_report, log_completion, process_span, retry_database};
 use crate::store::delivery::record_delivery;
 use crate::store::notifications::{Recorded, StoreError, record_job};
 
@@ -29,33 +29,40 @@ pub struct DeadLetterHandler {
 impl DeliveryHandler for DeadLetterHandler {
     fn handle(&self, delivery: Delivery) -> LocalBoxFuture<'static, ()> {
         let handler = self.clone();
-        Box::pin(async move {
-            let kind = header_text(&delivery.properties, headers::MESSAGE_TYPE);
-            let recorded = match kind.as_deref() {
-                Some(message_types::SHARD_JOB) => match decode::<ShardJob>(&delivery.data) {
-                    Ok(job) => handler.job_given_up(&job).await,
-                    Err(err) => {
-                        warn!(error = %err, "unreadable dead-lettered shard job");
+        let span = process_span(&delivery);
+        Box::pin(
+            async move {
+                let kind = header_text(&delivery.properties, headers::MESSAGE_TYPE);
+                let recorded = match kind.as_deref() {
+                    Some(message_types::SHARD_JOB) => match decode::<ShardJob>(&delivery.data) {
+                        Ok(job) => handler.job_given_up(&job).await,
+                        Err(err) => {
+                            warn!(error = %err, "unreadable dead-lettered shard job");
+                            return ack(&delivery).await;
+                        }
+                    },
+                    Some(message_types::TOKEN_BATCH) => match decode::<TokenBatch>(&delivery.data) {
+                        Ok(batch) => handler.batch_given_up(&batch).await,
+                        Err(err) => {
+                            warn!(error = %err, "unreadable dead-lettered token batch");
+                            return ack(&delivery).await;
+                        }
+                    },
+                    other => {
+                        warn!(message_type = ?other, "dead-lettered message left for inspection only");
                         return ack(&delivery).await;
                     }
-                },
-                Some(message_types::TOKEN_BATCH) => match decode::<TokenBatch>(&delivery.data) {
-                    Ok(batch) => handler.batch_given_up(&batch).await,
-                    Err(err) => {
-                        warn!(error = %err, "unreadable dead-lettered token batch");
-                        return ack(&delivery).await;
+                };
+                match recorded {
+                    Ok(()) => {
+                        count_report("dead_letter", "counted");
+                        ack(&delivery).await;
                     }
-                },
-                other => {
-                    warn!(message_type = ?other, "dead-lettered message left for inspection only");
-                    return ack(&delivery).await;
+                    Err(_) => requeue(&delivery).await,
                 }
-            };
-            match recorded {
-                Ok(()) => ack(&delivery).await,
-                Err(_) => requeue(&delivery).await,
             }
-        })
+            .instrument(span),
+        )
     }
 }
 

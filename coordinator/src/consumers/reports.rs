@@ -9,9 +9,9 @@ use clarion_runtime::consumer::{DeliveryHandler, ack, dead_letter, requeue};
 use clarion_runtime::message::header_text;
 use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
-use tracing::{debug, warn};
+use tracing::{Instrument, debug, warn};
 
-use super::{log_completion, retry_database};
+use super::{count_report, log_completion, process_span, retry_database};
 use crate::store::delivery::record_delivery;
 use crate::store::notifications::{Recorded, record_job};
 
@@ -25,49 +25,63 @@ pub struct ReportHandler {
 impl DeliveryHandler for ReportHandler {
     fn handle(&self, delivery: Delivery) -> LocalBoxFuture<'static, ()> {
         let handler = self.clone();
-        Box::pin(async move {
-            let kind = header_text(&delivery.properties, headers::MESSAGE_TYPE);
-            let (id, recorded) = match kind.as_deref() {
-                Some(message_types::JOB_REPORT) => match decode::<JobReport>(&delivery.data) {
-                    Ok(report) => (
-                        report.notification_id,
-                        retry_database("record job report", || {
-                            record_job(&handler.pool, &report, handler.invalid_threshold)
-                        })
-                        .await,
-                    ),
-                    Err(err) => return dead_letter(&delivery, &err.to_string()).await,
-                },
-                Some(message_types::DELIVERY_REPORT) => match decode::<DeliveryReport>(&delivery.data) {
-                    Ok(report) => (
-                        report.batch_id.notification_id,
-                        retry_database("record delivery report", || {
-                            record_delivery(&handler.pool, &report, handler.invalid_threshold)
-                        })
-                        .await,
-                    ),
-                    Err(err) => return dead_letter(&delivery, &err.to_string()).await,
-                },
-                other => {
-                    let reason = format!("unexpected message type {other:?} on the reports queue");
-                    return dead_letter(&delivery, &reason).await;
+        let span = process_span(&delivery);
+        Box::pin(
+            async move {
+                let kind = header_text(&delivery.properties, headers::MESSAGE_TYPE);
+                let (id, recorded) = match kind.as_deref() {
+                    Some(message_types::JOB_REPORT) => match decode::<JobReport>(&delivery.data) {
+                        Ok(report) => (
+                            report.notification_id,
+                            retry_database("record job report", || {
+                                record_job(&handler.pool, &report, handler.invalid_threshold)
+                            })
+                            .await,
+                        ),
+                        Err(err) => return dead_letter(&delivery, &err.to_string()).await,
+                    },
+                    Some(message_types::DELIVERY_REPORT) => match decode::<DeliveryReport>(&delivery.data) {
+                        Ok(report) => (
+                            report.batch_id.notification_id,
+                            retry_database("record delivery report", || {
+                                record_delivery(&handler.pool, &report, handler.invalid_threshold)
+                            })
+                            .await,
+                        ),
+                        Err(err) => return dead_letter(&delivery, &err.to_string()).await,
+                    },
+                    other => {
+                        let reason = format!("unexpected message type {other:?} on the reports queue");
+                        return dead_letter(&delivery, &reason).await;
+                    }
+                };
+                let kind = if kind.as_deref() == Some(message_types::JOB_REPORT) {
+                    "job"
+                } else {
+                    "delivery"
+                };
+                match recorded {
+                    Ok(Recorded::Counted(completion)) => {
+                        count_report(kind, "counted");
+                        if let Some(completion) = completion {
+                            log_completion(id, &completion, handler.invalid_threshold);
+                        }
+                        ack(&delivery).await;
+                    }
+                    Ok(Recorded::UnknownNotification) => {
+                        count_report(kind, "unknown");
+                        warn!(notification.id = %id, "report for an unknown notification");
+                        ack(&delivery).await;
+                    }
+                    Ok(Recorded::Duplicate) => {
+                        count_report(kind, "duplicate");
+                        debug!(notification.id = %id, "report already counted");
+                        ack(&delivery).await;
+                    }
+                    Err(_) => requeue(&delivery).await,
                 }
-            };
-            match recorded {
-                Ok(Recorded::Counted(Some(completion))) => {
-                    log_completion(id, &completion, handler.invalid_threshold);
-                    ack(&delivery).await;
-                }
-                Ok(Recorded::UnknownNotification) => {
-                    warn!(notification.id = %id, "report for an unknown notification");
-                    ack(&delivery).await;
-                }
-                Ok(recorded) => {
-                    debug!(notification.id = %id, ?recorded, "report");
-                    ack(&delivery).await;
-                }
-                Err(_) => requeue(&delivery).await,
             }
-        })
+            .instrument(span),
+        )
     }
 }

@@ -122,13 +122,14 @@ pub async fn insert_if_absent(
     id: Uuid,
     notification: &Notification,
     api_key_id: &str,
+    trace_id: Option<&str>,
 ) -> Result<bool, StoreError> {
     let payload = serde_json::to_value(notification).map_err(|err| StoreError::Corrupt(err.to_string()))?;
     let inserted = client
         .execute(
-            "INSERT INTO notifications (id, payload, topics, api_key_id) VALUES ($1, $2, $3, $4)
+            "INSERT INTO notifications (id, payload, topics, api_key_id, trace_id) VALUES ($1, $2, $3, $4, $5)
              ON CONFLICT (id) DO NOTHING",
-            &[&id, &payload, &notification.topics, &api_key_id],
+            &[&id, &payload, &notification.topics, &api_key_id, &trace_id],
         )
         .await?;
     Ok(inserted == 1)

@@ -65,7 +65,7 @@ async fn each_endpoint_wants_its_scope() {
 #[actix_web::test]
 async fn health_and_the_openapi_document_are_open() {
     let app = TestCoordinator::start().await;
-    for path in ["/healthz", "/api/v1/openapi.json"] {
+    for path in ["/healthz", "/api/v1/openapi.json", "/metrics"] {
         let response = app.request(Method::GET, path, None).send().await.unwrap();
         assert_eq!(response.status(), StatusCode::OK, "{path}");
     }

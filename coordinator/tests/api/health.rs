@@ -64,6 +64,7 @@ async fn the_openapi_document_lists_every_endpoint() {
     let expected = [
         ("/healthz", "get"),
         ("/readyz", "get"),
+        ("/metrics", "get"),
         ("/api/v1/openapi.json", "get"),
         ("/api/v1/registrations/{token}", "put"),
         ("/api/v1/registrations/{token}", "get"),

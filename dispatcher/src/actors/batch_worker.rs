@@ -18,11 +18,14 @@ use clarion_proto::{
     BatchId, CleanupReason, DeliveryReport, Names, Platform, TokenBatch, TokenCleanup, WireVersion,
 };
 use clarion_runtime::consumer::{DeliveryHandler, ack, dead_letter, requeue};
-use clarion_runtime::message::properties;
+use clarion_runtime::message::{properties, trace_parent};
 use clarion_runtime::publisher::{Outgoing, Publisher};
 use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
-use tracing::{info, warn};
+use opentelemetry::KeyValue;
+use tracing::field::Empty;
+use tracing::{Instrument, info, warn};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::channel::PushChannel;
 use crate::delivery::{BatchOutcome, Deliverer};
@@ -70,37 +73,81 @@ impl<C: PushChannel> DeliveryHandler for BatchWorker<C> {
                 }
                 Err(err) => return dead_letter(&delivery, &err.to_string()).await,
             };
+            let span = tracing::info_span!(
+                "deliver batch",
+                otel.kind = "consumer",
+                messaging.system = "rabbitmq",
+                messaging.operation.type = "process",
+                messaging.destination.name = %delivery.exchange,
+                notification.id = %batch.batch_id.notification_id,
+                batch.id = %batch.batch_id,
+                platform = %batch.platform,
+                provider = provider(batch.platform),
+                tokens = batch.tokens.len(),
+                sent = Empty,
+                failed = Empty,
+                invalid = Empty,
+                unregistered = Empty,
+                retries = Empty,
+            );
+            let _ = span.set_parent(trace_parent(&delivery.properties));
             let started = std::time::Instant::now();
             let batch = Arc::new(batch);
             let deliverer = worker.deliverer.clone();
             let delivering = batch.clone();
             let outcome = match worker
                 .runtime
-                .spawn(async move { deliverer.deliver(&delivering).await })
+                .spawn(async move { deliverer.deliver(&delivering).await }.instrument(span.clone()))
                 .await
             {
                 Ok(outcome) => outcome,
                 Err(err) => {
                     warn!(batch = %batch.batch_id, error = %err, "delivery task failed");
+                    count_batch(batch.platform, "requeued");
                     return requeue(&delivery).await;
                 }
             };
-            log_outcome(&batch, &outcome, started.elapsed());
-            match worker.messages(&batch, outcome) {
-                Ok(messages) => match worker.publisher.publish_all(&messages, PUBLISH_ATTEMPTS).await {
-                    Ok(()) => ack(&delivery).await,
+            let elapsed = started.elapsed();
+            span.in_scope(|| observe(&batch, &outcome, elapsed));
+            // Built inside the batch's span: the reports carry its context.
+            let messages = span.in_scope(|| worker.messages(&batch, outcome));
+            match messages {
+                Ok(messages) => match worker
+                    .publisher
+                    .publish_all(&messages, PUBLISH_ATTEMPTS)
+                    .instrument(span)
+                    .await
+                {
+                    Ok(()) => {
+                        count_batch(batch.platform, "delivered");
+                        ack(&delivery).await;
+                    }
                     Err(err) => {
                         warn!(batch = %batch.batch_id, error = %err, "report not confirmed; the batch goes back to the queue");
+                        count_batch(batch.platform, "requeued");
                         requeue(&delivery).await;
                     }
                 },
                 Err(err) => {
                     warn!(batch = %batch.batch_id, error = %err, "report not encoded");
+                    count_batch(batch.platform, "requeued");
                     requeue(&delivery).await;
                 }
             }
         })
     }
+}
+
+fn provider(platform: Platform) -> &'static str {
+    match platform {
+        Platform::Ios => "apns",
+        Platform::Android => "fcm",
+    }
+}
+
+fn count_batch(platform: Platform, outcome: &'static str) {
+    metrics::counter!("clarion_dispatcher_batches_total", "platform" => platform.as_str(), "outcome" => outcome)
+        .increment(1);
 }
 
 impl<C: PushChannel> BatchWorker<C> {
@@ -156,10 +203,50 @@ impl<C: PushChannel> BatchWorker<C> {
     }
 }
 
-fn log_outcome(batch: &TokenBatch, outcome: &BatchOutcome, elapsed: std::time::Duration) {
+/// Logs, records on the batch's span and counts what became of a batch:
+/// once per batch, never once per token.
+fn observe(batch: &TokenBatch, outcome: &BatchOutcome, elapsed: std::time::Duration) {
     let counts = &outcome.counts;
     let id: BatchId = batch.batch_id;
     let tokens = batch.tokens.len();
+    let span = tracing::Span::current();
+    span.record("sent", counts.sent);
+    span.record("failed", counts.failed);
+    span.record("invalid", counts.invalid);
+    span.record("unregistered", counts.unregistered);
+    span.record("retries", outcome.retries);
+    if !outcome.failures.is_empty() {
+        let reasons = outcome
+            .failures
+            .iter()
+            .map(|(reason, count)| KeyValue::new(*reason, i64::from(*count)))
+            .collect();
+        span.add_event("push failures", reasons);
+    }
+    let platform = batch.platform.as_str();
+    let results = [
+        ("sent", counts.sent),
+        ("failed", counts.failed),
+        ("invalid", counts.invalid),
+        ("unregistered", counts.unregistered),
+        ("expired", counts.expired),
+        ("dry_run", counts.dry_run),
+        ("cancelled", counts.cancelled),
+    ];
+    for (result, count) in results {
+        if count > 0 {
+            metrics::counter!("clarion_dispatcher_pushes_total", "platform" => platform, "result" => result)
+                .increment(u64::from(count));
+        }
+    }
+    for (reason, count) in &outcome.failures {
+        metrics::counter!("clarion_dispatcher_push_failures_total", "platform" => platform, "reason" => *reason)
+            .increment(u64::from(*count));
+    }
+    metrics::counter!("clarion_dispatcher_retries_total", "platform" => platform)
+        .increment(u64::from(outcome.retries));
+    metrics::histogram!("clarion_dispatcher_batch_duration_seconds", "platform" => platform)
+        .record(elapsed.as_secs_f64());
     info!(
         notification.id = %id.notification_id,
         batch = %id,

@@ -98,6 +98,10 @@ pub struct Http2Pool {
     timeout: Duration,
     max_streams: usize,
     opened: AtomicU64,
+    /// `clarion_dispatcher_http2_streams_in_flight{origin}`.
+    in_flight: metrics::Gauge,
+    /// `clarion_dispatcher_http2_connections_opened_total{origin}`.
+    opened_total: metrics::Counter,
 }
 
 impl Http2Pool {
@@ -118,8 +122,11 @@ impl Http2Pool {
             .map_err(|err| format!("invalid authority in {base_url:?}: {err}"))?;
         let server_name = ServerName::try_from(host.trim_matches(['[', ']']).to_owned())
             .map_err(|err| format!("invalid server name in {base_url:?}: {err}"))?;
+        let origin = format!("{host}:{port}");
         Ok(Self {
-            origin: format!("{host}:{port}"),
+            in_flight: metrics::gauge!("clarion_dispatcher_http2_streams_in_flight", "origin" => origin.clone()),
+            opened_total: metrics::counter!("clarion_dispatcher_http2_connections_opened_total", "origin" => origin.clone()),
+            origin,
             host,
             port,
             scheme: Scheme::HTTPS,
@@ -155,10 +162,13 @@ impl Http2Pool {
 
     /// Sends one request and reads the whole answer, within the timeout.
     pub async fn send(&self, request: Request<()>, body: Bytes) -> Result<Response, TransportError> {
-        match tokio::time::timeout(self.timeout, self.exchange(request, body)).await {
+        self.in_flight.increment(1.0);
+        let result = match tokio::time::timeout(self.timeout, self.exchange(request, body)).await {
             Ok(result) => result,
             Err(_) => Err(TransportError::Timeout(self.timeout)),
-        }
+        };
+        self.in_flight.decrement(1.0);
+        result
     }
 
     async fn exchange(&self, request: Request<()>, body: Bytes) -> Result<Response, TransportError> {
@@ -246,6 +256,7 @@ impl Http2Pool {
             flag.store(true, Ordering::Relaxed);
         });
         let opened = self.opened.fetch_add(1, Ordering::Relaxed) + 1;
+        self.opened_total.increment(1);
         info!(origin = %self.origin, connections_opened = opened, "HTTP/2 connection open");
         Ok(Connection {
             sender,

@@ -20,11 +20,13 @@ use clarion_proto::codec::{decode, encode};
 use clarion_proto::names::{DELIVERY_LIMIT, message_types, routing_keys};
 use clarion_proto::{JobOutcome, JobReport, ShardJob, WireVersion};
 use clarion_runtime::consumer::{DeliveryHandler, ack, dead_letter, requeue};
-use clarion_runtime::message::{delivery_count, properties};
+use clarion_runtime::message::{delivery_count, properties, trace_parent};
 use clarion_runtime::publisher::Outgoing;
 use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
-use tracing::{info, warn};
+use tracing::field::Empty;
+use tracing::{Instrument, info, warn};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::harvest::{HarvestContext, HarvestError, harvest};
 
@@ -47,8 +49,22 @@ impl DeliveryHandler for HarvestWorker {
                 Err(err) => return dead_letter(&delivery, &err.to_string()).await,
             };
             let attempt = delivery_count(&delivery.properties) + 1;
+            let span = tracing::info_span!(
+                "harvest shard job",
+                otel.kind = "consumer",
+                messaging.system = "rabbitmq",
+                messaging.operation.type = "process",
+                messaging.destination.name = %delivery.exchange,
+                notification.id = %job.notification_id,
+                shard.range = %job.shards,
+                job.index = job.job_index,
+                attempt,
+                tokens = Empty,
+                batches = Empty,
+            );
+            let _ = span.set_parent(trace_parent(&delivery.properties));
             let started = Instant::now();
-            match worker.run(&job).await {
+            match worker.run(&job).instrument(span.clone()).await {
                 Ok(report) => {
                     if let JobOutcome::Harvested {
                         ios,
@@ -58,32 +74,48 @@ impl DeliveryHandler for HarvestWorker {
                     {
                         let elapsed = started.elapsed();
                         let tokens = ios + android;
-                        info!(
-                            notification.id = %job.notification_id,
-                            job = job.job_index,
-                            shards = %job.shards,
-                            attempt,
-                            ios,
-                            android,
-                            batches,
-                            elapsed_ms = elapsed.as_millis() as u64,
-                            tokens_per_s = (tokens as f64 / elapsed.as_secs_f64().max(1e-6)) as u64,
-                            "shard job harvested"
-                        );
+                        span.record("tokens", tokens);
+                        span.record("batches", batches);
+                        metrics::counter!("clarion_harvester_jobs_total", "outcome" => "harvested")
+                            .increment(1);
+                        metrics::counter!("clarion_harvester_tokens_total", "platform" => "ios")
+                            .increment(ios);
+                        metrics::counter!("clarion_harvester_tokens_total", "platform" => "android")
+                            .increment(android);
+                        metrics::counter!("clarion_harvester_batches_total").increment(u64::from(batches));
+                        metrics::histogram!("clarion_harvester_job_duration_seconds")
+                            .record(elapsed.as_secs_f64());
+                        span.in_scope(|| {
+                            info!(
+                                notification.id = %job.notification_id,
+                                job = job.job_index,
+                                shards = %job.shards,
+                                attempt,
+                                ios,
+                                android,
+                                batches,
+                                elapsed_ms = elapsed.as_millis() as u64,
+                                tokens_per_s = (tokens as f64 / elapsed.as_secs_f64().max(1e-6)) as u64,
+                                "shard job harvested"
+                            )
+                        });
                     }
                     ack(&delivery).await;
                 }
                 Err(err) => {
                     let delay = worker.retry_delay_for(attempt);
-                    warn!(
-                        notification.id = %job.notification_id,
-                        job = job.job_index,
-                        attempt,
-                        attempts_allowed = DELIVERY_LIMIT + 1,
-                        error = %err,
-                        retry_in_ms = delay.as_millis() as u64,
-                        "shard job failed"
-                    );
+                    metrics::counter!("clarion_harvester_jobs_total", "outcome" => "failed").increment(1);
+                    span.in_scope(|| {
+                        warn!(
+                            notification.id = %job.notification_id,
+                            job = job.job_index,
+                            attempt,
+                            attempts_allowed = DELIVERY_LIMIT + 1,
+                            error = %err,
+                            retry_in_ms = delay.as_millis() as u64,
+                            "shard job failed"
+                        )
+                    });
                     tokio::time::sleep(delay).await;
                     requeue(&delivery).await;
                 }

@@ -3,6 +3,7 @@
 //! PostgreSQL and RabbitMQ, in a throw-away database and AMQP namespace.
 
 mod cluster;
+pub mod otlp;
 mod seed;
 
 pub use cluster::{APP_KEY, Cluster, ClusterOptions, DESK_KEY, Mocks};

@@ -1,0 +1,92 @@
+//! Prometheus metrics: one recorder per process (the `metrics` facade with
+//! `metrics-exporter-prometheus`), rendered at `GET /metrics` by every
+//! service. Names follow `clarion_<subsystem>_<name>_<unit>`; labels have
+//! fixed, low-cardinality values (never a token, key or error text).
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use actix_web::{HttpResponse, get, web};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+use crate::db::PgPool;
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Installs the process's recorder (once; later calls reuse it). `None`
+/// when another recorder was installed first.
+pub fn install() -> Option<PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets(&[
+                    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+                ])
+                .ok()?
+                .build_recorder();
+            let handle = recorder.handle();
+            metrics::set_global_recorder(recorder).ok()?;
+            Some(handle)
+        })
+        .clone()
+}
+
+/// Adds `GET /metrics` to an actix-web app.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(render);
+}
+
+/// Prometheus text exposition of this process's metrics.
+#[utoipa::path(tag = "health", responses((status = 200, description = "Prometheus metrics", content_type = "text/plain")))]
+#[get("/metrics")]
+pub async fn render() -> HttpResponse {
+    match install() {
+        Some(handle) => HttpResponse::Ok()
+            .content_type("text/plain; version=0.0.4")
+            .body(handle.render()),
+        None => HttpResponse::ServiceUnavailable().body("no metrics recorder in this process"),
+    }
+}
+
+/// Publishes the database pool's state every few seconds, for as long as
+/// the returned task runs.
+pub fn watch_pool(pool: PgPool, service: &'static str) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let state = pool.state();
+            let idle = f64::from(state.idle_connections);
+            let open = f64::from(state.connections);
+            metrics::gauge!("clarion_db_pool_connections", "service" => service, "state" => "idle").set(idle);
+            metrics::gauge!("clarion_db_pool_connections", "service" => service, "state" => "in_use")
+                .set(open - idle);
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    })
+}
+
+/// Publishes how many messages wait in `queue` (consumer lag) every few
+/// seconds, for as long as the returned task runs.
+pub fn watch_queue(link: crate::BrokerLink, queue: String) -> tokio::task::JoinHandle<()> {
+    use lapin::options::QueueDeclareOptions;
+    use lapin::types::FieldTable;
+    tokio::spawn(async move {
+        let gauge = metrics::gauge!("clarion_amqp_queue_messages", "queue" => queue.clone());
+        loop {
+            let connection = link.connection().await;
+            if let Ok(channel) = connection.create_channel().await {
+                let passive = QueueDeclareOptions {
+                    passive: true,
+                    ..QueueDeclareOptions::default()
+                };
+                while let Ok(declared) = channel
+                    .queue_declare(queue.as_str().into(), passive, FieldTable::default())
+                    .await
+                {
+                    gauge.set(f64::from(declared.message_count()));
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    })
+}
