@@ -12,14 +12,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use clarion_proto::{Names, Platform};
-use clarion_runtime::topology;
+use clarion_proto::Platform;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
 use crate::audience::{AudienceShape, DEAD_PREFIX, Layout};
 use crate::bench::prepare_database;
-use crate::local_cluster::{LocalCluster, LocalClusterConfig};
+use crate::local_cluster::{LocalCluster, LocalClusterConfig, delete_namespace};
 use crate::mocks::{ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig};
 use crate::seed::{SeedPlan, connect, seed};
 
@@ -299,22 +298,11 @@ impl Mocks {
         Ok(Self { apns, fcm, ca_file })
     }
 
-    fn dispatcher_env(&self) -> Vec<(&'static str, String)> {
+    fn dispatcher_env(&self) -> Vec<(String, String)> {
         let mut env = self.apns.env();
-        env.push(("CLARION_APNS_SANDBOX_ENDPOINT", self.apns.endpoint.clone()));
+        env.push(("CLARION_APNS_SANDBOX_ENDPOINT".into(), self.apns.endpoint.clone()));
         env.extend(self.fcm.env());
-        env.push(("CLARION_EXTRA_CA_FILE", self.ca_file.display().to_string()));
+        env.push(("CLARION_EXTRA_CA_FILE".into(), self.ca_file.display().to_string()));
         env
-    }
-}
-
-async fn delete_namespace(amqp_url: &str, namespace: &str) {
-    let names = Names::new(namespace);
-    if let Ok(connection) = lapin::Connection::connect(amqp_url, lapin::ConnectionProperties::default()).await
-    {
-        if let Ok(channel) = connection.create_channel().await {
-            let _ = topology::delete(&channel, &names).await;
-        }
-        let _ = connection.close(200, "demo done".into()).await;
     }
 }

@@ -16,6 +16,9 @@ pub const APP_KEY: &str = "local-app-key";
 pub const DESK_KEY: &str = "local-desk-key";
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// `CLARION_*` settings of a process.
+pub type Env = Vec<(String, String)>;
+
 /// How to run the cluster.
 #[derive(Debug, Clone)]
 pub struct LocalClusterConfig {
@@ -25,11 +28,11 @@ pub struct LocalClusterConfig {
     pub namespace: String,
     pub harvesters: usize,
     /// Extra `CLARION_*` settings per kind of service.
-    pub coordinator_env: Vec<(&'static str, String)>,
-    pub harvester_env: Vec<(&'static str, String)>,
+    pub coordinator_env: Env,
+    pub harvester_env: Env,
     /// One dispatcher per platform is started when this is not empty; it
     /// holds the provider settings (endpoints, credentials, CA).
-    pub dispatcher_env: Vec<(&'static str, String)>,
+    pub dispatcher_env: Env,
     pub log_dir: PathBuf,
 }
 
@@ -39,21 +42,30 @@ pub struct LocalCluster {
     pub coordinator: ServiceProcess,
     pub harvesters: Vec<ServiceProcess>,
     pub dispatchers: Vec<ServiceProcess>,
+    config: LocalClusterConfig,
+}
+
+/// The settings every service of the cluster shares.
+fn common_env(config: &LocalClusterConfig) -> Env {
+    vec![
+        ("CLARION_DATABASE_URL".into(), config.database_url.clone()),
+        ("CLARION_AMQP_URL".into(), config.amqp_url.clone()),
+        ("CLARION_AMQP_NAMESPACE".into(), config.namespace.clone()),
+    ]
 }
 
 impl LocalCluster {
     pub async fn start(config: &LocalClusterConfig) -> Result<Self> {
-        let common = vec![
-            ("CLARION_DATABASE_URL", config.database_url.clone()),
-            ("CLARION_AMQP_URL", config.amqp_url.clone()),
-            ("CLARION_AMQP_NAMESPACE", config.namespace.clone()),
-        ];
+        let common = common_env(config);
         let http = Client::new();
 
         let addr = format!("127.0.0.1:{}", free_port()?);
         let mut env = common.clone();
-        env.push(("CLARION_HTTP_ADDR", addr.clone()));
-        env.push(("CLARION_API_KEYS", format!("{APP_KEY}=register,{DESK_KEY}=send")));
+        env.push(("CLARION_HTTP_ADDR".into(), addr.clone()));
+        env.push((
+            "CLARION_API_KEYS".into(),
+            format!("{APP_KEY}=register,{DESK_KEY}=send"),
+        ));
         env.extend(config.coordinator_env.iter().cloned());
         let mut coordinator =
             ServiceProcess::spawn("coordinator", "clarion-coordinator", &[], &env, &config.log_dir)?;
@@ -75,23 +87,47 @@ impl LocalCluster {
                 .await?,
             );
         }
-        let mut dispatchers = Vec::new();
-        if !config.dispatcher_env.is_empty() {
-            for platform in Platform::ALL {
-                let mut env = config.dispatcher_env.clone();
-                env.push(("CLARION_PLATFORM", platform.to_string()));
-                let name = format!("dispatcher-{platform}");
-                dispatchers
-                    .push(start_worker(&http, &name, "clarion-dispatcher", &common, &env, config).await?);
-            }
-        }
-        Ok(Self {
+        let mut cluster = Self {
             base,
             http,
             coordinator,
             harvesters,
-            dispatchers,
-        })
+            dispatchers: Vec::new(),
+            config: config.clone(),
+        };
+        if !config.dispatcher_env.is_empty() {
+            cluster.start_dispatchers().await?;
+        }
+        Ok(cluster)
+    }
+
+    /// Starts one dispatcher per platform (and waits until they are ready).
+    pub async fn start_dispatchers(&mut self) -> Result<()> {
+        let common = common_env(&self.config);
+        for platform in Platform::ALL {
+            let mut env = self.config.dispatcher_env.clone();
+            env.push(("CLARION_PLATFORM".into(), platform.to_string()));
+            let name = format!("dispatcher-{platform}");
+            let dispatcher = start_worker(
+                &self.http,
+                &name,
+                "clarion-dispatcher",
+                &common,
+                &env,
+                &self.config,
+            )
+            .await?;
+            self.dispatchers.push(dispatcher);
+        }
+        Ok(())
+    }
+
+    /// Stops the dispatchers (SIGTERM, as Kubernetes would).
+    pub fn stop_dispatchers(&mut self) {
+        for dispatcher in &mut self.dispatchers {
+            dispatcher.stop();
+        }
+        self.dispatchers.clear();
     }
 
     /// `GET` an API path with the newsroom key.
@@ -139,13 +175,13 @@ async fn start_worker(
     http: &Client,
     name: &str,
     binary: &str,
-    common: &[(&'static str, String)],
-    extra: &[(&'static str, String)],
+    common: &[(String, String)],
+    extra: &[(String, String)],
     config: &LocalClusterConfig,
 ) -> Result<ServiceProcess> {
     let health = format!("127.0.0.1:{}", free_port()?);
     let mut env = common.to_vec();
-    env.push(("CLARION_HTTP_ADDR", health.clone()));
+    env.push(("CLARION_HTTP_ADDR".into(), health.clone()));
     env.extend(extra.iter().cloned());
     let mut service = ServiceProcess::spawn(name, binary, &[], &env, &config.log_dir)?;
     wait_until_ready(http, &format!("http://{health}"), &mut service).await?;
@@ -170,5 +206,17 @@ pub async fn wait_until_ready(http: &Client, base: &str, service: &mut ServicePr
             );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Deletes every queue and exchange of a run's namespace.
+pub async fn delete_namespace(amqp_url: &str, namespace: &str) {
+    let names = clarion_proto::Names::new(namespace);
+    if let Ok(connection) = lapin::Connection::connect(amqp_url, lapin::ConnectionProperties::default()).await
+    {
+        if let Ok(channel) = connection.create_channel().await {
+            let _ = clarion_runtime::topology::delete(&channel, &names).await;
+        }
+        let _ = connection.close(200, "run done".into()).await;
     }
 }

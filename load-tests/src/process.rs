@@ -26,7 +26,7 @@ impl ServiceProcess {
         name: &str,
         binary: &str,
         args: &[&str],
-        env: &[(&str, String)],
+        env: &[(String, String)],
         log_dir: &Path,
     ) -> Result<Self> {
         let path = sibling_binary(binary)?;
@@ -36,7 +36,7 @@ impl ServiceProcess {
         let err = out.try_clone()?;
         let child = Command::new(&path)
             .args(args)
-            .envs(env.iter().map(|(key, value)| (*key, value.as_str())))
+            .envs(env.iter().map(|(key, value)| (key.as_str(), value.as_str())))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)

@@ -163,5 +163,23 @@ async fn a_notification_is_one_trace_across_every_process_and_queue() {
         .map(|s| s.attributes["sent"].parse::<i64>().unwrap())
         .sum();
     assert_eq!(delivered, 300, "the batch spans account for every push");
+
+    // A send that carries the caller's trace context continues that trace.
+    let caller_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let response = cluster
+        .http
+        .post(format!("{}/api/v1/notifications", cluster.base))
+        .bearer_auth(clarion_load_tests::testkit::DESK_KEY)
+        .header("traceparent", format!("00-{caller_trace}-00f067aa0ba902b7-01"))
+        .json(&json!({"topics": ["t"], "body": "continued"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let accepted: serde_json::Value = response.json().await.unwrap();
+    let continued = cluster
+        .wait_until_settled(accepted["id"].as_str().unwrap(), WAIT)
+        .await;
+    assert_eq!(continued["trace_id"], caller_trace, "the caller's trace goes on");
     cluster.stop().await;
 }

@@ -121,10 +121,10 @@ pub async fn run(args: HarvestArgs) -> Result<HarvestReport> {
         amqp_url: args.amqp_url.clone(),
         namespace,
         harvesters: 1,
-        coordinator_env: vec![("CLARION_TOKENS_PER_JOB", args.tokens_per_job.to_string())],
+        coordinator_env: vec![("CLARION_TOKENS_PER_JOB".into(), args.tokens_per_job.to_string())],
         harvester_env: vec![
-            ("CLARION_HARVEST_WORKERS", args.harvest_workers.to_string()),
-            ("CLARION_BATCH_SIZE", args.batch_size.to_string()),
+            ("CLARION_HARVEST_WORKERS".into(), args.harvest_workers.to_string()),
+            ("CLARION_BATCH_SIZE".into(), args.batch_size.to_string()),
         ],
         dispatcher_env: Vec::new(),
         log_dir,

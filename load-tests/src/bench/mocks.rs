@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::{git_commit, write_json};
 use crate::mocks::{ApnsMock, ApnsMockConfig, FcmMock, FcmMockConfig};
@@ -58,37 +58,18 @@ pub async fn run(args: MocksArgs) -> Result<MocksReport> {
     let apns = ApnsMock::start(ApnsMockConfig::local(dir.clone())).await?;
     let fcm = FcmMock::start(FcmMockConfig::local(dir.clone())).await?;
 
-    let key = std::fs::read(&apns.key_file)?;
-    let mut header = Header::new(Algorithm::ES256);
-    header.kid = Some(apns.key_id.clone());
-    let provider_token = jsonwebtoken::encode(
-        &header,
-        &json!({"iss": apns.team_id, "iat": unix_s()}),
-        &EncodingKey::from_ec_pem(&key)?,
-    )?;
-    let apns_payload = dir.join("apns-payload.json");
-    std::fs::write(
-        &apns_payload,
-        json!({"aps": {"alert": {"title": "Bench", "body": "h2load"}}}).to_string(),
-    )?;
-    let token = "0123456789abcdef".repeat(4);
-    let apns_run = h2load(
-        &args,
-        &format!("{}/3/device/{token}", apns.endpoint),
-        &[
-            format!("authorization: bearer {provider_token}"),
-            format!("apns-topic: {}", apns.bundle_id),
-            "apns-push-type: alert".into(),
-            "apns-priority: 10".into(),
-        ],
-        &apns_payload,
-    )?;
+    let apns_run = apns_h2load_run(&apns, &args)?;
     println!(
         "mock APNs: {:.0} requests/s ({} of {} succeeded)",
         apns_run.requests_per_s, apns_run.status_2xx, apns_run.requests
     );
 
-    let bearer = fcm_access_token(&fcm).await?;
+    // The dispatcher's own OAuth2 client fetches the access token.
+    let (_, auth) =
+        clarion_dispatcher::fcm::auth::from_credentials(&fcm.credentials_file, Some(&fcm.ca_file))
+            .await
+            .map_err(anyhow::Error::msg)?;
+    let authorization = auth.header().await.map_err(anyhow::Error::msg)?;
     let fcm_payload = dir.join("fcm-payload.json");
     let fcm_token = format!("bench:APA91b{}", "Ab-_9".repeat(24));
     std::fs::write(
@@ -101,7 +82,7 @@ pub async fn run(args: MocksArgs) -> Result<MocksReport> {
         &args,
         &format!("{}/v1/projects/{}/messages:send", fcm.endpoint, fcm.project_id),
         &[
-            format!("authorization: Bearer {bearer}"),
+            format!("authorization: {}", authorization.to_str()?),
             "content-type: application/json".into(),
         ],
         &fcm_payload,
@@ -125,36 +106,47 @@ pub async fn run(args: MocksArgs) -> Result<MocksReport> {
     Ok(report)
 }
 
-/// Exchanges a signed assertion for an access token, as a dispatcher would.
-async fn fcm_access_token(fcm: &FcmMock) -> Result<String> {
-    let account: Value = serde_json::from_slice(&std::fs::read(&fcm.credentials_file)?)?;
-    let claims = json!({
-        "iss": account["client_email"], "scope": crate::mocks::fcm::FCM_SCOPE,
-        "aud": account["token_uri"], "iat": unix_s(), "exp": unix_s() + 3600,
-    });
-    let private_key = account["private_key"].as_str().context("no private_key")?;
-    let assertion = jsonwebtoken::encode(
-        &Header::new(Algorithm::RS256),
-        &claims,
-        &EncodingKey::from_rsa_pem(private_key.as_bytes())?,
+/// h2load against the APNs mock: its requests per second (a reference for
+/// the ceiling; fails when h2load is not installed).
+pub async fn h2load_apns(apns: &ApnsMock, requests: u64) -> Result<f64> {
+    let args = MocksArgs {
+        requests,
+        connections: 2,
+        streams: 500,
+        h2load_threads: 1,
+        out: PathBuf::new(),
+    };
+    Ok(apns_h2load_run(apns, &args)?.requests_per_s)
+}
+
+fn apns_h2load_run(apns: &ApnsMock, args: &MocksArgs) -> Result<H2loadRun> {
+    let key = std::fs::read(&apns.key_file)?;
+    let mut header = Header::new(Algorithm::ES256);
+    header.kid = Some(apns.key_id.clone());
+    let provider_token = jsonwebtoken::encode(
+        &header,
+        &json!({"iss": apns.team_id, "iat": unix_s()}),
+        &EncodingKey::from_ec_pem(&key)?,
     )?;
-    let ca = reqwest::Certificate::from_pem(&std::fs::read(&fcm.ca_file)?)?;
-    let client = reqwest::Client::builder().tls_certs_only([ca]).build()?;
-    let answer: Value = client
-        .post(&fcm.token_uri)
-        .form(&[
-            ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
-            ("assertion", &assertion),
-        ])
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    answer["access_token"]
-        .as_str()
-        .map(str::to_owned)
-        .context("no access_token in the answer")
+    let payload = std::env::temp_dir().join(format!("clarion-h2load-apns-{}.json", std::process::id()));
+    std::fs::write(
+        &payload,
+        json!({"aps": {"alert": {"title": "Bench", "body": "h2load"}}}).to_string(),
+    )?;
+    let token = "0123456789abcdef".repeat(4);
+    let run = h2load(
+        args,
+        &format!("{}/3/device/{token}", apns.endpoint),
+        &[
+            format!("authorization: bearer {provider_token}"),
+            format!("apns-topic: {}", apns.bundle_id),
+            "apns-push-type: alert".into(),
+            "apns-priority: 10".into(),
+        ],
+        &payload,
+    );
+    let _ = std::fs::remove_file(&payload);
+    run
 }
 
 fn h2load(args: &MocksArgs, url: &str, headers: &[String], payload: &std::path::Path) -> Result<H2loadRun> {

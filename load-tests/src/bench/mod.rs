@@ -1,8 +1,11 @@
 //! Benchmarks run against real processes: each writes its figures as JSON
 //! under `load-tests/results/`.
 
+pub mod ceiling;
 pub mod harvest;
 pub mod mocks;
+pub mod plot;
+pub mod run;
 
 use std::path::Path;
 

@@ -3,6 +3,8 @@
 use clap::{Parser, Subcommand};
 use clarion_load_tests::bench::harvest::{HarvestArgs, run as harvest};
 use clarion_load_tests::bench::mocks::{MocksArgs, run as mocks};
+use clarion_load_tests::bench::run::{RunArgs, run as run_90in2};
+use clarion_load_tests::seed::{SeedArgs, run as seed};
 
 #[derive(Parser)]
 #[command(
@@ -20,6 +22,10 @@ enum Command {
     Harvest(HarvestArgs),
     /// Requests per second the mock APNs and FCM serve, driven by h2load.
     Mocks(MocksArgs),
+    /// Bulk-loads a synthetic audience with COPY.
+    Seed(SeedArgs),
+    /// The 90in2 benchmark: seed, cluster, send, ceiling, report and plot.
+    Run(RunArgs),
 }
 
 #[tokio::main]
@@ -27,5 +33,7 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Harvest(args) => harvest(args).await.map(|_| ()),
         Command::Mocks(args) => mocks(args).await.map(|_| ()),
+        Command::Seed(args) => seed(args).await,
+        Command::Run(args) => run_90in2(args).await.map(|_| ()),
     }
 }

@@ -36,6 +36,17 @@ pub struct Accounting {
     epoch_unix_ms: AtomicU64,
     /// Latest accept, in ms since the epoch.
     last_accept_ms: AtomicU64,
+    /// Accepted pushes and distinct accepted tokens, kept as they happen so
+    /// a benchmark can poll them cheaply whatever the audience size.
+    accepted_total: AtomicU64,
+    unique_total: AtomicU64,
+}
+
+/// The two counters a benchmark polls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub accepted: u64,
+    pub unique_tokens: u64,
 }
 
 /// A snapshot of the counters.
@@ -100,6 +111,16 @@ impl Accounting {
             epoch_ms: AtomicU64::new(0),
             epoch_unix_ms: AtomicU64::new(unix_ms()),
             last_accept_ms: AtomicU64::new(0),
+            accepted_total: AtomicU64::new(0),
+            unique_total: AtomicU64::new(0),
+        }
+    }
+
+    /// Accepted pushes and distinct tokens so far, without a scan.
+    pub fn counters(&self) -> Counters {
+        Counters {
+            accepted: self.accepted_total.load(Ordering::Relaxed),
+            unique_tokens: self.unique_total.load(Ordering::Relaxed),
         }
     }
 
@@ -117,6 +138,10 @@ impl Accounting {
             let since_epoch = self.since_epoch_ms();
             let entry = shard.tokens.entry(hash).or_insert((0, since_epoch));
             entry.0 += 1;
+            self.accepted_total.fetch_add(1, Ordering::Relaxed);
+            if entry.0 == 1 {
+                self.unique_total.fetch_add(1, Ordering::Relaxed);
+            }
             if entry.0 == 2 && shard.duplicates.len() < MAX_LISTED_DUPLICATES / SHARDS + 1 {
                 shard.duplicates.push(token.to_owned());
             }
@@ -198,6 +223,8 @@ impl Accounting {
             .store(self.base.elapsed().as_millis() as u64, Ordering::Relaxed);
         self.epoch_unix_ms.store(unix_ms(), Ordering::Relaxed);
         self.last_accept_ms.store(0, Ordering::Relaxed);
+        self.accepted_total.store(0, Ordering::Relaxed);
+        self.unique_total.store(0, Ordering::Relaxed);
     }
 
     fn since_epoch_ms(&self) -> u32 {
@@ -242,6 +269,13 @@ mod tests {
         }
         accounting.record("d", 410, Duration::from_micros(50));
         let stats = accounting.stats();
+        assert_eq!(
+            accounting.counters(),
+            Counters {
+                accepted: 4,
+                unique_tokens: 3
+            }
+        );
         assert_eq!(stats.accepted, 4);
         assert_eq!(stats.unique_tokens, 3);
         assert_eq!(stats.duplicate_pushes, 1);

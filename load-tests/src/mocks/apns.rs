@@ -131,13 +131,16 @@ impl ApnsMock {
     }
 
     /// The dispatcher settings that point at this mock.
-    pub fn env(&self) -> Vec<(&'static str, String)> {
+    pub fn env(&self) -> Vec<(String, String)> {
         vec![
-            ("CLARION_APNS_ENDPOINT", self.endpoint.clone()),
-            ("CLARION_APNS_KEY_FILE", self.key_file.display().to_string()),
-            ("CLARION_APNS_KEY_ID", self.key_id.clone()),
-            ("CLARION_APNS_TEAM_ID", self.team_id.clone()),
-            ("CLARION_APNS_TOPIC", self.bundle_id.clone()),
+            ("CLARION_APNS_ENDPOINT".into(), self.endpoint.clone()),
+            (
+                "CLARION_APNS_KEY_FILE".into(),
+                self.key_file.display().to_string(),
+            ),
+            ("CLARION_APNS_KEY_ID".into(), self.key_id.clone()),
+            ("CLARION_APNS_TEAM_ID".into(), self.team_id.clone()),
+            ("CLARION_APNS_TOPIC".into(), self.bundle_id.clone()),
         ]
     }
 }

@@ -176,14 +176,14 @@ impl FcmMock {
     }
 
     /// The dispatcher settings that point at this mock.
-    pub fn env(&self) -> Vec<(&'static str, String)> {
+    pub fn env(&self) -> Vec<(String, String)> {
         vec![
-            ("CLARION_FCM_ENDPOINT", self.endpoint.clone()),
+            ("CLARION_FCM_ENDPOINT".into(), self.endpoint.clone()),
             (
-                "CLARION_FCM_CREDENTIALS_FILE",
+                "CLARION_FCM_CREDENTIALS_FILE".into(),
                 self.credentials_file.display().to_string(),
             ),
-            ("CLARION_FCM_PROJECT_ID", self.project_id.clone()),
+            ("CLARION_FCM_PROJECT_ID".into(), self.project_id.clone()),
         ]
     }
 }

@@ -1,0 +1,523 @@
+//! The 90in2 benchmark: seed an audience, run the whole cluster (release
+//! processes) against the mocks, send one notification and measure, from
+//! the mocks' own counters, how fast it reached the devices; then measure
+//! the dispatchers alone (batches already queued) and the ceiling of the
+//! same mocks, and write the report and the plot.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::ceiling::{self, CeilingPlan, CeilingRun};
+use super::mocks::h2load_apns;
+use super::{git_commit, plot, prepare_database, write_json};
+use crate::audience::{AudienceShape, Layout};
+use crate::local_cluster::{Env, LocalCluster, LocalClusterConfig, delete_namespace};
+use crate::mocks::{ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig};
+use crate::procinfo::{Usage, usage};
+use crate::seed::{SeedPlan, connect, seed};
+
+/// How often the mocks' counters are read during a send.
+const POLL: Duration = Duration::from_millis(100);
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// Devices on the benchmark topic.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub devices: u64,
+    /// Name of the result files (default `90in2-<devices>`).
+    #[arg(long)]
+    pub name: Option<String>,
+    #[arg(long, default_value_t = 50)]
+    pub ios_percent: u8,
+    #[arg(long, default_value_t = 0)]
+    pub dead_percent: u8,
+    #[arg(
+        long,
+        env = "CLARION_BENCH_DATABASE_URL",
+        default_value = "postgres://clarion:clarion@127.0.0.1:5432/clarion_bench"
+    )]
+    pub database_url: String,
+    #[arg(
+        long,
+        env = "CLARION_AMQP_URL",
+        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
+    )]
+    pub amqp_url: String,
+    /// Keep the registrations already loaded when they hold exactly this audience.
+    #[arg(long)]
+    pub reuse: bool,
+    /// Requests per mock for the ceiling.
+    #[arg(long, default_value_t = 300_000)]
+    pub ceiling_requests: u64,
+    /// Skip the dispatcher-alone phase (halves the time of a large run).
+    #[arg(long)]
+    pub skip_dispatcher_phase: bool,
+    #[arg(long, default_value_t = 1800)]
+    pub timeout_secs: u64,
+    /// Extra `KEY=VALUE` settings for every Clarion process (repeatable),
+    /// e.g. `--set CLARION_DISPATCH_CONNECTIONS=4`.
+    #[arg(long = "set", value_parser = parse_setting)]
+    pub settings: Vec<(String, String)>,
+    #[arg(long, default_value = "load-tests/results")]
+    pub out_dir: PathBuf,
+}
+
+fn parse_setting(value: &str) -> Result<(String, String), String> {
+    let (key, value) = value.split_once('=').ok_or("expected KEY=VALUE")?;
+    if !key.starts_with("CLARION_") {
+        return Err(format!("{key} is not a CLARION_ setting"));
+    }
+    Ok((key.to_owned(), value.to_owned()))
+}
+
+/// Resource use of every Clarion process.
+#[derive(Debug, Serialize)]
+pub struct Processes {
+    pub coordinator: Usage,
+    pub harvester: Usage,
+    pub dispatcher_ios: Usage,
+    pub dispatcher_android: Usage,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Machine {
+    pub cpus: usize,
+    pub cpu_model: String,
+    pub memory_gib: f64,
+    pub kernel: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub name: String,
+    /// Devices targeted.
+    pub audience: u64,
+    /// Devices the providers could reach (the audience less dead tokens).
+    pub reachable: u64,
+    /// Seconds from the send request until 50 / 90 / 99 / 100% of the
+    /// reachable devices were accepted, read from the mocks' counters.
+    pub t50_s: Option<f64>,
+    pub t90_s: Option<f64>,
+    pub t99_s: Option<f64>,
+    pub t100_s: Option<f64>,
+    pub ninety_in_two: bool,
+    /// Sustained end-to-end rate: pushes between 10% and 90% of the audience.
+    pub pushes_per_s: f64,
+    /// Both mocks driven at once by minimal clients on Clarion's transport.
+    pub ceiling_per_s: f64,
+    /// The dispatchers alone, batches already queued, same window.
+    pub dispatcher_per_s: Option<f64>,
+    pub dispatcher_ratio: Option<f64>,
+    pub end_to_end_ratio: f64,
+    pub ceiling: CeilingDetail,
+    /// Peak RSS and CPU of each process over the end-to-end send.
+    pub processes: Processes,
+    /// The coordinator's own timings, for comparison.
+    pub coordinator_status: Value,
+    pub seeded_rows: Option<u64>,
+    pub seed_s: Option<f64>,
+    pub machine: Machine,
+    pub configuration: Value,
+    pub git_commit: Option<String>,
+    /// (seconds since the send request, share of the reachable audience).
+    pub curve: Vec<(f64, f64)>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CeilingDetail {
+    pub apns: CeilingRun,
+    pub fcm: CeilingRun,
+    /// h2load against the APNs mock alone, when installed (reference).
+    pub h2load_apns_per_s: Option<f64>,
+}
+
+pub async fn run(args: RunArgs) -> Result<Report> {
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("90in2-{}", args.devices));
+    let shape = AudienceShape {
+        ios_percent: args.ios_percent,
+        dead_percent: args.dead_percent,
+        layout: Layout::Single,
+    };
+    prepare_database(&args.database_url).await?;
+    let client = connect(&args.database_url).await?;
+    let existing: i64 = client
+        .query_one("SELECT count(*) FROM registrations", &[])
+        .await?
+        .get(0);
+    let (seeded_rows, seed_s) = if args.reuse && existing == args.devices as i64 {
+        println!("reusing {existing} registrations");
+        (None, None)
+    } else {
+        let report = seed(
+            &client,
+            &SeedPlan {
+                devices: args.devices,
+                shape,
+                fresh: true,
+            },
+            true,
+        )
+        .await?;
+        println!(
+            "seeded {} devices in {:.1} s",
+            report.devices,
+            report.elapsed.as_secs_f64()
+        );
+        (Some(report.rows), Some(report.elapsed.as_secs_f64()))
+    };
+
+    let work = std::env::temp_dir().join(format!("clarion-bench-{}", std::process::id()));
+    let apns = ApnsMock::start(ApnsMockConfig::local(work.clone())).await?;
+    let fcm = FcmMock::start(FcmMockConfig::local(work.clone())).await?;
+    let dead = FaultConfig {
+        dead_prefixes: vec![crate::audience::DEAD_PREFIX.into()],
+        ..FaultConfig::default()
+    };
+
+    println!(
+        "measuring the ceiling ({} requests per mock)",
+        args.ceiling_requests
+    );
+    let plan = CeilingPlan {
+        requests: args.ceiling_requests,
+        connections: 2,
+        in_flight: 1000,
+    };
+    let (ceiling_apns, ceiling_fcm) = ceiling::measure(&apns, &fcm, plan).await?;
+    let h2load_apns_per_s = h2load_apns(&apns, args.ceiling_requests).await.ok();
+    let ceiling_per_s = ceiling_apns.per_s + ceiling_fcm.per_s;
+    println!(
+        "ceiling: APNs {:.0}/s + FCM {:.0}/s = {:.0}/s (h2load APNs alone: {})",
+        ceiling_apns.per_s,
+        ceiling_fcm.per_s,
+        ceiling_per_s,
+        h2load_apns_per_s.map_or("not installed".into(), |r| format!("{r:.0}/s"))
+    );
+    for mock in [&apns.state, &fcm.state] {
+        mock.accounting.reset();
+        mock.faults.set(dead.clone());
+    }
+
+    let ca_file = work.join("extra-ca.pem");
+    std::fs::write(
+        &ca_file,
+        std::fs::read_to_string(&apns.ca_file)? + &std::fs::read_to_string(&fcm.ca_file)?,
+    )?;
+    let mut dispatcher_env = apns.env();
+    dispatcher_env.push(("CLARION_APNS_SANDBOX_ENDPOINT".into(), apns.endpoint.clone()));
+    dispatcher_env.extend(fcm.env());
+    dispatcher_env.push(("CLARION_EXTRA_CA_FILE".into(), ca_file.display().to_string()));
+    let extra: Env = args.settings.clone();
+    dispatcher_env.extend(extra.iter().cloned());
+    let namespace = format!("bench-{}", std::process::id());
+    let config = LocalClusterConfig {
+        database_url: args.database_url.clone(),
+        amqp_url: args.amqp_url.clone(),
+        namespace: namespace.clone(),
+        harvesters: 1,
+        coordinator_env: extra.clone(),
+        harvester_env: extra.clone(),
+        dispatcher_env,
+        log_dir: std::env::current_exe()?
+            .parent()
+            .context("the executable has no directory")?
+            .join("bench-logs"),
+    };
+    let mut cluster = LocalCluster::start(&config).await?;
+    let outcome = measure(&mut cluster, &args, &apns, &fcm).await;
+    let processes = outcome.as_ref().ok().map(|m| m.processes.clone());
+    cluster.stop();
+    delete_namespace(&args.amqp_url, &namespace).await;
+    let _ = std::fs::remove_dir_all(&work);
+    let measured = outcome?;
+
+    let curve = measured.end_to_end;
+    let reachable = measured.reachable;
+    let at = |q: f64| time_to(&curve, reachable, q);
+    let t90 = at(0.9);
+    let pushes_per_s = sustained_rate(&curve, reachable).unwrap_or(0.0);
+    let dispatcher_per_s = measured
+        .dispatcher_alone
+        .as_ref()
+        .and_then(|c| sustained_rate(c, reachable));
+    let report = Report {
+        name: name.clone(),
+        audience: measured.audience,
+        reachable,
+        t50_s: at(0.5),
+        t90_s: t90,
+        t99_s: at(0.99),
+        t100_s: at(1.0),
+        ninety_in_two: t90.is_some_and(|t| t <= 120.0),
+        pushes_per_s,
+        ceiling_per_s,
+        dispatcher_per_s,
+        dispatcher_ratio: dispatcher_per_s.map(|rate| rate / ceiling_per_s),
+        end_to_end_ratio: pushes_per_s / ceiling_per_s,
+        ceiling: CeilingDetail {
+            apns: ceiling_apns,
+            fcm: ceiling_fcm,
+            h2load_apns_per_s,
+        },
+        processes: processes.context("no process figures")?.into_report(),
+        coordinator_status: measured.status,
+        seeded_rows,
+        seed_s,
+        machine: machine(),
+        configuration: json!({
+            "ios_percent": args.ios_percent,
+            "dead_percent": args.dead_percent,
+            "harvesters": 1,
+            "dispatchers_per_platform": 1,
+            "settings": args.settings.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
+        }),
+        git_commit: git_commit(),
+        curve: downsample(&curve, reachable, 400),
+    };
+    std::fs::create_dir_all(&args.out_dir)?;
+    write_json(&args.out_dir.join(format!("{name}.json")), &report)?;
+    let title = format!(
+        "90in2: {} devices on a {}-core machine",
+        report.audience, report.machine.cpus
+    );
+    plot::delivery_curve(
+        &args.out_dir.join(format!("{name}.svg")),
+        &title,
+        &report.curve,
+        t90,
+    )?;
+    print_table(&report);
+    Ok(report)
+}
+
+struct Measured {
+    audience: u64,
+    reachable: u64,
+    end_to_end: Vec<(f64, u64)>,
+    dispatcher_alone: Option<Vec<(f64, u64)>>,
+    status: Value,
+    processes: ProcessUsage,
+}
+
+#[derive(Clone)]
+struct ProcessUsage([Usage; 4]);
+
+impl ProcessUsage {
+    fn into_report(self) -> Processes {
+        let [coordinator, harvester, dispatcher_ios, dispatcher_android] = self.0;
+        Processes {
+            coordinator,
+            harvester,
+            dispatcher_ios,
+            dispatcher_android,
+        }
+    }
+}
+
+async fn measure(
+    cluster: &mut LocalCluster,
+    args: &RunArgs,
+    apns: &ApnsMock,
+    fcm: &FcmMock,
+) -> Result<Measured> {
+    let timeout = Duration::from_secs(args.timeout_secs);
+    let size = cluster.get("/api/v1/topics/breaking/uk").await?;
+    println!("topic breaking/uk: {} subscribers", size["subscribers"]);
+    let accepted =
+        || apns.state.accounting.counters().unique_tokens + fcm.state.accounting.counters().unique_tokens;
+
+    println!("end to end: sending");
+    let sent = Instant::now();
+    let id = cluster
+        .send(&json!({"topics": ["breaking/uk"], "title": "Benchmark", "body": "90in2"}))
+        .await?;
+    let (curve, status) = follow(cluster, &id, sent, timeout, &accepted).await?;
+    let audience = status["audience"]["total"].as_u64().unwrap_or(0);
+    let gone = ["ios", "android"]
+        .iter()
+        .map(|p| status["delivery"][p]["unregistered"].as_u64().unwrap_or(0))
+        .sum::<u64>();
+    let reachable = audience - gone;
+    let pids = [
+        cluster.coordinator.pid(),
+        cluster.harvesters.first().and_then(|h| h.pid()),
+        cluster.dispatchers.first().and_then(|d| d.pid()),
+        cluster.dispatchers.get(1).and_then(|d| d.pid()),
+    ];
+    let processes = ProcessUsage(pids.map(|pid| pid.and_then(usage).unwrap_or_default()));
+
+    let dispatcher_alone = if args.skip_dispatcher_phase {
+        None
+    } else {
+        println!("dispatchers alone: queueing every batch first");
+        cluster.stop_dispatchers();
+        apns.state.accounting.reset();
+        fcm.state.accounting.reset();
+        let id = cluster
+            .send(&json!({"topics": ["breaking/uk"], "title": "Benchmark", "body": "dispatchers alone"}))
+            .await?;
+        wait_for(cluster, &id, timeout, |s| s["status"] == "dispatching").await?;
+        let started = Instant::now();
+        cluster.start_dispatchers().await?;
+        Some(follow(cluster, &id, started, timeout, &accepted).await?.0)
+    };
+    Ok(Measured {
+        audience,
+        reachable,
+        end_to_end: curve,
+        dispatcher_alone,
+        status,
+        processes,
+    })
+}
+
+/// Polls the mocks until the notification is complete and every reachable
+/// device was counted; returns the curve and the final status.
+async fn follow(
+    cluster: &LocalCluster,
+    id: &str,
+    since: Instant,
+    timeout: Duration,
+    accepted: &impl Fn() -> u64,
+) -> Result<(Vec<(f64, u64)>, Value)> {
+    let path = format!("/api/v1/notifications/{id}");
+    let mut curve = vec![(0.0, 0)];
+    let mut last_status = Instant::now();
+    let mut status = cluster.get(&path).await?;
+    loop {
+        tokio::time::sleep(POLL).await;
+        curve.push((since.elapsed().as_secs_f64(), accepted()));
+        if last_status.elapsed() >= Duration::from_millis(500) {
+            status = cluster.get(&path).await?;
+            last_status = Instant::now();
+            if !status["completed_at"].is_null() {
+                let sent: u64 = ["ios", "android"]
+                    .iter()
+                    .map(|p| status["delivery"][p]["sent"].as_u64().unwrap_or(0))
+                    .sum();
+                if accepted() >= sent {
+                    curve.push((since.elapsed().as_secs_f64(), accepted()));
+                    return Ok((curve, status));
+                }
+            }
+        }
+        if since.elapsed() > timeout {
+            bail!("not delivered after {timeout:?}: {status}");
+        }
+    }
+}
+
+async fn wait_for(
+    cluster: &LocalCluster,
+    id: &str,
+    timeout: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Result<Value> {
+    let started = Instant::now();
+    loop {
+        let status = cluster.get(&format!("/api/v1/notifications/{id}")).await?;
+        if done(&status) {
+            return Ok(status);
+        }
+        if started.elapsed() > timeout {
+            bail!("timed out: {status}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Seconds until `q` of `total` was reached.
+fn time_to(curve: &[(f64, u64)], total: u64, q: f64) -> Option<f64> {
+    let needed = (q * total as f64).ceil() as u64;
+    curve
+        .iter()
+        .find(|(_, n)| *n >= needed && total > 0)
+        .map(|(t, _)| *t)
+}
+
+/// Pushes per second between 10% and 90% of `total`.
+fn sustained_rate(curve: &[(f64, u64)], total: u64) -> Option<f64> {
+    let t10 = time_to(curve, total, 0.1)?;
+    let t90 = time_to(curve, total, 0.9)?;
+    (t90 > t10).then(|| 0.8 * total as f64 / (t90 - t10))
+}
+
+fn downsample(curve: &[(f64, u64)], total: u64, points: usize) -> Vec<(f64, f64)> {
+    let step = (curve.len() / points.max(1)).max(1);
+    let mut out: Vec<(f64, f64)> = curve
+        .iter()
+        .step_by(step)
+        .map(|(t, n)| (*t, *n as f64 / total.max(1) as f64))
+        .collect();
+    if let Some((t, n)) = curve.last() {
+        out.push((*t, *n as f64 / total.max(1) as f64));
+    }
+    out
+}
+
+fn machine() -> Machine {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let cpu_model = read("/proc/cpuinfo")
+        .lines()
+        .find_map(|line| line.strip_prefix("model name"))
+        .map(|rest| rest.trim_start_matches([' ', '\t', ':']).to_owned())
+        .unwrap_or_default();
+    let memory_kib: f64 = read("/proc/meminfo")
+        .lines()
+        .find_map(|line| line.strip_prefix("MemTotal:"))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0);
+    Machine {
+        cpus: std::thread::available_parallelism().map_or(1, usize::from),
+        cpu_model,
+        memory_gib: (memory_kib / 1024.0 / 1024.0 * 10.0).round() / 10.0,
+        kernel: read("/proc/sys/kernel/osrelease").trim().to_owned(),
+    }
+}
+
+fn print_table(report: &Report) {
+    let s = |v: Option<f64>| v.map_or("—".to_owned(), |v| format!("{v:.1} s"));
+    println!("\n{}", report.name);
+    println!(
+        "  audience          {} ({} reachable)",
+        report.audience, report.reachable
+    );
+    println!(
+        "  t50 / t90 / t99 / t100   {} / {} / {} / {}",
+        s(report.t50_s),
+        s(report.t90_s),
+        s(report.t99_s),
+        s(report.t100_s)
+    );
+    println!(
+        "  90in2             {}",
+        if report.ninety_in_two { "yes" } else { "NO" }
+    );
+    println!(
+        "  end to end        {:.0} pushes/s ({:.2} × ceiling)",
+        report.pushes_per_s, report.end_to_end_ratio
+    );
+    if let (Some(rate), Some(ratio)) = (report.dispatcher_per_s, report.dispatcher_ratio) {
+        println!("  dispatchers alone {rate:.0} pushes/s ({ratio:.2} × ceiling)");
+    }
+    println!("  ceiling           {:.0} pushes/s", report.ceiling_per_s);
+    let p = &report.processes;
+    for (name, usage) in [
+        ("coordinator", p.coordinator),
+        ("harvester", p.harvester),
+        ("dispatcher ios", p.dispatcher_ios),
+        ("dispatcher android", p.dispatcher_android),
+    ] {
+        println!(
+            "  {name:<18} peak RSS {:>7.1} MiB, CPU {:>6.1} s",
+            usage.peak_rss_mib, usage.cpu_s
+        );
+    }
+}
