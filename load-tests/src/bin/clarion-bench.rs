@@ -30,6 +30,11 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // Warnings only: the mocks' libraries' debug and trace spans stay off.
+    let _ = clarion_runtime::telemetry::init_logging(&clarion_runtime::LogSettings {
+        format: clarion_runtime::settings::LogFormat::Text,
+        filter: "warn".into(),
+    });
     match Cli::parse().command {
         Command::Harvest(args) => harvest(args).await.map(|_| ()),
         Command::Mocks(args) => mocks(args).await.map(|_| ()),
