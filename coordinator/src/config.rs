@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use clarion_runtime::telemetry::OtlpSettings;
-use clarion_runtime::{BrokerSettings, DatabaseSettings, LogSettings};
+use clarion_runtime::{BrokerSettings, DatabaseSettings, LogSettings, ShutdownSettings};
 
 use crate::auth::ApiKeys;
 
@@ -106,6 +106,9 @@ pub struct Settings {
 
     #[command(flatten)]
     pub otlp: OtlpSettings,
+
+    #[command(flatten)]
+    pub shutdown: ShutdownSettings,
 }
 
 impl Settings {

@@ -22,7 +22,7 @@ use actix::{Actor, Addr};
 use actix_web::dev::ServerHandle;
 use actix_web::{App, HttpServer, web};
 use clarion_proto::Names;
-use clarion_runtime::consumer::{ConsumerSpec, QueueConsumer, stop_all};
+use clarion_runtime::consumer::{ConsumerSpec, QueueConsumer, stop_recipients};
 use clarion_runtime::health::Readiness;
 use clarion_runtime::publisher::Publisher;
 use clarion_runtime::telemetry::TraceService;
@@ -70,6 +70,8 @@ pub struct Coordinator {
     server: ServerHandle,
     serving: tokio::task::JoinHandle<std::io::Result<()>>,
     consumers: Consumers,
+    readiness: Readiness,
+    grace: Duration,
 }
 
 /// The coordinator's queue consumers; they run while their addresses live.
@@ -85,22 +87,21 @@ impl Coordinator {
         self.addr
     }
 
-    /// Resolves when the server stops (SIGTERM / SIGINT, or [`Coordinator::stop`]).
-    pub async fn wait(self) -> std::io::Result<()> {
-        match self.serving.await {
-            Ok(result) => result,
-            Err(err) => Err(std::io::Error::other(err)),
-        }
-    }
-
-    /// Stops accepting requests and finishes those in flight, then stops
-    /// consuming (the message being processed is finished first).
+    /// Stops gracefully: not ready any more, no new connections, requests
+    /// in flight finished, then the consumers stopped (the message being
+    /// processed is finished first) within the grace period.
     pub async fn stop(self) {
+        self.readiness.start_draining();
         self.server.stop(true).await;
         let _ = self.serving.await;
-        stop_all(&self.consumers.reports).await;
-        stop_all(&self.consumers.dead_letters).await;
-        stop_all(&self.consumers.cleanup).await;
+        let consumers = self.consumers.reports.iter().map(|a| a.clone().recipient());
+        let consumers = consumers
+            .chain(self.consumers.dead_letters.iter().map(|a| a.clone().recipient()))
+            .chain(self.consumers.cleanup.iter().map(|a| a.clone().recipient()));
+        if !stop_recipients(consumers, self.grace).await {
+            warn!("grace period over; unfinished reports go back to the queue");
+        }
+        info!("coordinator stopped");
     }
 }
 
@@ -182,16 +183,21 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         topic_count_max_age: settings.topic_count_max_age(),
     });
     let keys = web::Data::new(settings.api_keys.clone());
-    let readiness = web::Data::new(Readiness::new(Some(pool), Some(broker)));
+    let readiness = Readiness::new(Some(pool), Some(broker));
+    let health = web::Data::new(readiness.clone());
 
     let mut server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
             .app_data(keys.clone())
-            .app_data(readiness.clone())
+            .app_data(health.clone())
             .wrap(actix_web::middleware::from_fn(api::middleware::observe))
             .configure(api::configure)
     });
+    // Signals are the binary's business (it stops the coordinator gracefully).
+    server = server
+        .disable_signals()
+        .shutdown_timeout(settings.shutdown.grace_secs);
     if let Some(workers) = settings.http_workers {
         server = server.workers(workers.max(1));
     }
@@ -211,5 +217,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         server: handle,
         serving,
         consumers,
+        readiness,
+        grace: settings.shutdown.grace(),
     })
 }

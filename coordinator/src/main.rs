@@ -15,7 +15,8 @@ async fn main() -> anyhow::Result<()> {
     .map_err(anyhow::Error::msg)?;
     clarion_runtime::metrics::install();
     let coordinator = clarion_coordinator::start(settings).await?;
-    let served = coordinator.wait().await;
+    clarion_runtime::shutdown::signal().await;
+    coordinator.stop().await;
     telemetry.shutdown();
-    Ok(served?)
+    Ok(())
 }

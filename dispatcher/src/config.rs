@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser};
 use clarion_proto::Platform;
 use clarion_runtime::telemetry::OtlpSettings;
-use clarion_runtime::{BrokerSettings, LogSettings};
+use clarion_runtime::{BrokerSettings, LogSettings, ShutdownSettings};
 
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -47,6 +47,9 @@ pub struct Settings {
 
     #[command(flatten)]
     pub otlp: OtlpSettings,
+
+    #[command(flatten)]
+    pub shutdown: ShutdownSettings,
 }
 
 /// Apple Push Notification service.

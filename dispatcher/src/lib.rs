@@ -21,13 +21,13 @@ use std::sync::Arc;
 use actix::{Arbiter, Recipient};
 use clarion_proto::{Names, Platform};
 use clarion_runtime::BrokerLink;
-use clarion_runtime::consumer::{ConsumerSpec, QueueConsumer, StopConsuming};
+use clarion_runtime::consumer::{ConsumerSpec, QueueConsumer, StopConsuming, stop_recipients};
 use clarion_runtime::control::{Cancellations, subscribe};
 use clarion_runtime::health::{HealthServer, Readiness};
 use clarion_runtime::publisher::Publisher;
 use clarion_runtime::telemetry::TraceService;
 use tokio::sync::oneshot;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::actors::batch_worker::BatchWorker;
 use crate::apns::ApnsChannel;
@@ -67,6 +67,8 @@ pub struct Dispatcher {
     arbiter: Arbiter,
     runtime: DeliveryRuntime,
     workers: Vec<Recipient<StopConsuming>>,
+    readiness: Readiness,
+    grace: std::time::Duration,
 }
 
 /// The runtime pushes run on. It may be dropped from async code (a failed
@@ -103,14 +105,23 @@ impl Dispatcher {
         self.runtime.shutdown();
     }
 
-    /// Stops taking batches (those being delivered are finished and
-    /// reported first), then stops.
-    pub async fn stop(mut self) {
-        for worker in &self.workers {
-            let _ = worker.send(StopConsuming).await;
+    /// Stops gracefully: not ready any more, no new batches, the batches
+    /// being delivered finished, reported and acked within the grace period
+    /// (what is left then goes back to the queue), then stops. True when
+    /// nothing was cut.
+    pub async fn stop(mut self) -> bool {
+        self.readiness.start_draining();
+        let finished = stop_recipients(self.workers.clone(), self.grace).await;
+        if !finished {
+            warn!(
+                grace_s = self.grace.as_secs(),
+                "grace period over; unfinished batches go back to the queue"
+            );
         }
         self.kill();
         self.health.stop().await;
+        info!("dispatcher stopped");
+        finished
     }
 }
 
@@ -154,7 +165,8 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
         }
     };
     let (link, workers) = parts;
-    let health = HealthServer::start(settings.http_addr, Readiness::new(None, Some(link)))?;
+    let readiness = Readiness::new(None, Some(link));
+    let health = HealthServer::start(settings.http_addr, readiness.clone())?;
     info!(
         addr = %health.addr,
         platform = %settings.platform,
@@ -169,6 +181,8 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
         arbiter,
         runtime,
         workers,
+        readiness,
+        grace: settings.shutdown.grace(),
     })
 }
 

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use clap::Parser;
 use clarion_runtime::telemetry::OtlpSettings;
-use clarion_runtime::{BrokerSettings, DatabaseSettings, LogSettings};
+use clarion_runtime::{BrokerSettings, DatabaseSettings, LogSettings, ShutdownSettings};
 
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -79,6 +79,9 @@ pub struct Settings {
 
     #[command(flatten)]
     pub otlp: OtlpSettings,
+
+    #[command(flatten)]
+    pub shutdown: ShutdownSettings,
 }
 
 #[cfg(test)]

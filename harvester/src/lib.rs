@@ -22,7 +22,7 @@ use clarion_runtime::publisher::Publisher;
 use clarion_runtime::telemetry::TraceService;
 use clarion_runtime::{BrokerLink, PgPool, db};
 use tokio::sync::oneshot;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::actors::harvest_worker::HarvestWorker;
 pub use crate::config::Settings;
@@ -52,6 +52,8 @@ pub struct Harvester {
     pub health: HealthServer,
     arbiter: Arbiter,
     workers: Vec<Addr<QueueConsumer<HarvestWorker>>>,
+    readiness: Readiness,
+    grace: Duration,
 }
 
 impl Harvester {
@@ -61,12 +63,22 @@ impl Harvester {
         self.arbiter.stop();
     }
 
-    /// Stops taking jobs (a job being harvested is finished first), then
-    /// stops the arbiter and the health endpoints.
-    pub async fn stop(self) {
-        stop_all(&self.workers).await;
+    /// Stops gracefully: not ready any more, no new jobs, the jobs being
+    /// harvested finished and acked within the grace period (what is left
+    /// then goes back to the queue), then stops. True when nothing was cut.
+    pub async fn stop(self) -> bool {
+        self.readiness.start_draining();
+        let finished = stop_all(&self.workers, self.grace).await;
+        if !finished {
+            warn!(
+                grace_s = self.grace.as_secs(),
+                "grace period over; unfinished jobs go back to the queue"
+            );
+        }
         self.kill();
         self.health.stop().await;
+        info!("harvester stopped");
+        finished
     }
 }
 
@@ -87,7 +99,8 @@ pub async fn start(settings: Settings) -> Result<Harvester, StartError> {
         return Err(StartError::Arbiter);
     }
     let (pool, link, workers) = rx.await.map_err(|_| StartError::Arbiter)??;
-    let health = HealthServer::start(settings.http_addr, Readiness::new(Some(pool), Some(link)))?;
+    let readiness = Readiness::new(Some(pool), Some(link));
+    let health = HealthServer::start(settings.http_addr, readiness.clone())?;
     info!(
         addr = %health.addr,
         workers = settings.workers,
@@ -98,6 +111,8 @@ pub async fn start(settings: Settings) -> Result<Harvester, StartError> {
         health,
         arbiter,
         workers,
+        readiness,
+        grace: settings.shutdown.grace(),
     })
 }
 

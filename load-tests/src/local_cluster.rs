@@ -103,22 +103,46 @@ impl LocalCluster {
 
     /// Starts one dispatcher per platform (and waits until they are ready).
     pub async fn start_dispatchers(&mut self) -> Result<()> {
-        let common = common_env(&self.config);
         for platform in Platform::ALL {
-            let mut env = self.config.dispatcher_env.clone();
-            env.push(("CLARION_PLATFORM".into(), platform.to_string()));
-            let name = format!("dispatcher-{platform}");
-            let dispatcher = start_worker(
-                &self.http,
-                &name,
-                "clarion-dispatcher",
-                &common,
-                &env,
-                &self.config,
-            )
-            .await?;
-            self.dispatchers.push(dispatcher);
+            self.start_dispatcher(platform).await?;
         }
+        Ok(())
+    }
+
+    /// Starts one more dispatcher for `platform`.
+    pub async fn start_dispatcher(&mut self, platform: Platform) -> Result<()> {
+        let common = common_env(&self.config);
+        let mut env = self.config.dispatcher_env.clone();
+        env.push(("CLARION_PLATFORM".into(), platform.to_string()));
+        let name = format!("dispatcher-{platform}-{}", self.dispatchers.len());
+        let dispatcher = start_worker(
+            &self.http,
+            &name,
+            "clarion-dispatcher",
+            &common,
+            &env,
+            &self.config,
+        )
+        .await?;
+        self.dispatchers.push(dispatcher);
+        Ok(())
+    }
+
+    /// Starts one more harvester.
+    pub async fn start_harvester(&mut self) -> Result<()> {
+        let common = common_env(&self.config);
+        let name = format!("harvester-{}", self.harvesters.len());
+        let env = self.config.harvester_env.clone();
+        let harvester = start_worker(
+            &self.http,
+            &name,
+            "clarion-harvester",
+            &common,
+            &env,
+            &self.config,
+        )
+        .await?;
+        self.harvesters.push(harvester);
         Ok(())
     }
 

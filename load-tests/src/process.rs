@@ -74,6 +74,25 @@ impl ServiceProcess {
         all[all.len().saturating_sub(lines)..].join("\n")
     }
 
+    /// Sends SIGTERM and waits up to `patience` for the process to exit;
+    /// its exit status and how long it took (`None`: still running, killed).
+    pub fn terminate(&mut self, patience: Duration) -> Option<(std::process::ExitStatus, Duration)> {
+        let mut child = self.child.take()?;
+        let started = Instant::now();
+        if let Ok(pid) = i32::try_from(child.id()) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+        }
+        while started.elapsed() < patience {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some((status, started.elapsed()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
+    }
+
     /// SIGTERM, wait up to the grace period, then SIGKILL.
     pub fn stop(&mut self) {
         let Some(mut child) = self.child.take() else {
@@ -100,18 +119,22 @@ impl Drop for ServiceProcess {
     }
 }
 
-/// A binary built next to the running one (same cargo profile and target dir).
+/// A binary built next to the running one (same cargo profile and target
+/// dir); a test binary lives one level deeper, in `deps/`.
 fn sibling_binary(name: &str) -> Result<PathBuf> {
     let exe = std::env::current_exe().context("locating the running executable")?;
     let dir = exe.parent().context("the executable has no directory")?;
-    let path = dir.join(name);
-    if !path.exists() {
-        bail!(
-            "{} not found; build it first (cargo build --release -p {name})",
-            path.display()
-        );
-    }
-    Ok(path)
+    let candidates = [Some(dir.join(name)), dir.parent().map(|parent| parent.join(name))];
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|path| path.exists())
+        .with_context(|| {
+            format!(
+                "{name} not found beside {}; build it first (cargo build --workspace --bins)",
+                exe.display()
+            )
+        })
 }
 
 /// A free TCP port on 127.0.0.1 (free now; taken by whoever binds it next).

@@ -163,8 +163,14 @@ impl<H: DeliveryHandler> Actor for QueueConsumer<H> {
 impl<H: DeliveryHandler> Handler<StopConsuming> for QueueConsumer<H> {
     type Result = ResponseActFuture<Self, ()>;
 
-    fn handle(&mut self, _msg: StopConsuming, _ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, _msg: StopConsuming, ctx: &mut Self::Context) -> Self::Result {
+        // This runs between deliveries (each one holds the actor with
+        // `ctx.wait`). Detach the stream so no prefetched delivery starts
+        // while the channel closes: those go back to the queue unhandled.
         self.stopping = true;
+        if let Some(stream) = self.stream.take() {
+            ctx.cancel_future(stream);
+        }
         let channel = self.channel.take();
         let closing = async move {
             if let Some(channel) = channel {
@@ -178,6 +184,9 @@ impl<H: DeliveryHandler> Handler<StopConsuming> for QueueConsumer<H> {
 impl<H: DeliveryHandler> StreamHandler<Result<Delivery, lapin::Error>> for QueueConsumer<H> {
     fn handle(&mut self, item: Result<Delivery, lapin::Error>, ctx: &mut Self::Context) {
         match item {
+            Ok(_) if self.stopping => {
+                // Left unacked: the broker requeues it when the channel closes.
+            }
             Ok(delivery) => {
                 // One delivery at a time: wait for the handler before the next.
                 ctx.wait(self.handler.handle(delivery).into_actor(self));
@@ -199,11 +208,24 @@ impl<H: DeliveryHandler> StreamHandler<Result<Delivery, lapin::Error>> for Queue
     }
 }
 
-/// Stops every consumer of `pool` and waits until their channels are closed.
-pub async fn stop_all<H: DeliveryHandler>(pool: &[Addr<QueueConsumer<H>>]) {
-    for consumer in pool {
+/// Stops every consumer of `pool` and waits until their channels are
+/// closed (each finishes the delivery it is handling first); gives up
+/// waiting after `grace`. True when all stopped in time.
+pub async fn stop_all<H: DeliveryHandler>(pool: &[Addr<QueueConsumer<H>>], grace: Duration) -> bool {
+    stop_recipients(pool.iter().map(|addr| addr.clone().recipient()), grace).await
+}
+
+/// [`stop_all`] for consumers of mixed handler types.
+pub async fn stop_recipients(
+    pool: impl IntoIterator<Item = Recipient<StopConsuming>>,
+    grace: Duration,
+) -> bool {
+    let stops = pool.into_iter().map(|consumer| async move {
         let _ = consumer.send(StopConsuming).await;
-    }
+    });
+    tokio::time::timeout(grace, futures::future::join_all(stops))
+        .await
+        .is_ok()
 }
 
 /// Acknowledges a processed delivery. A failed ack means the channel is gone;

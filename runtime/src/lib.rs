@@ -21,4 +21,4 @@ pub mod topology;
 
 pub use broker::BrokerLink;
 pub use db::PgPool;
-pub use settings::{BrokerSettings, DatabaseSettings, LogSettings};
+pub use settings::{BrokerSettings, DatabaseSettings, LogSettings, ShutdownSettings};

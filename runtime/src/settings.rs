@@ -96,3 +96,25 @@ pub enum LogFormat {
     /// One JSON object per line, for log shippers.
     Json,
 }
+
+/// How long a stopping service may take to finish its work in flight.
+#[derive(Debug, Clone, Args)]
+pub struct ShutdownSettings {
+    /// Seconds, after SIGTERM, to finish and ack the jobs or batches in
+    /// flight; what is still unfinished then goes back to its queue.
+    /// Kubernetes' terminationGracePeriodSeconds should be a little longer.
+    #[arg(
+        id = "shutdown_grace_secs",
+        value_name = "SECONDS",
+        long = "shutdown-grace-secs",
+        env = "CLARION_SHUTDOWN_GRACE_SECS",
+        default_value_t = 30
+    )]
+    pub grace_secs: u64,
+}
+
+impl ShutdownSettings {
+    pub fn grace(&self) -> Duration {
+        Duration::from_secs(self.grace_secs)
+    }
+}

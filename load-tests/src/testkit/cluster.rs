@@ -83,6 +83,15 @@ impl Mocks {
         }
     }
 
+    /// Dispatcher settings pointing at the mocks, as environment variables.
+    pub fn dispatcher_env(&self) -> Vec<(String, String)> {
+        let mut env = self.apns.env();
+        env.push(("CLARION_APNS_SANDBOX_ENDPOINT".into(), self.apns.endpoint.clone()));
+        env.extend(self.fcm.env());
+        env.push(("CLARION_EXTRA_CA_FILE".into(), self.ca_file.display().to_string()));
+        env
+    }
+
     /// Dispatcher flags pointing at the mocks.
     pub fn dispatcher_args(&self) -> Vec<String> {
         vec![
