@@ -20,15 +20,39 @@ pub fn usage(pid: u32) -> Option<Usage> {
         .parse()
         .ok()?;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the parenthesised command name; utime and stime are the
-    // 14th and 15th fields of the whole line.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    let ticks = stat_cpu_ticks(&stat)?;
     Some(Usage {
         peak_rss_mib: peak_kib / 1024.0,
         cpu_s: ticks / clock_ticks_per_second(),
     })
+}
+
+/// CPU seconds used so far by this process's threads whose name starts
+/// with `prefix` (e.g. the mocks' `mock-` threads).
+pub fn own_threads_cpu_s(prefix: &str) -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    let ticks: f64 = tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("stat")).ok())
+        .filter(|stat| stat_name(stat).is_some_and(|name| name.starts_with(prefix)))
+        .filter_map(|stat| stat_cpu_ticks(&stat))
+        .sum();
+    ticks / clock_ticks_per_second()
+}
+
+/// The command (or thread) name of a `stat` line.
+fn stat_name(stat: &str) -> Option<&str> {
+    Some(&stat[stat.find('(')? + 1..stat.rfind(')')?])
+}
+
+/// utime + stime of a `stat` line: the 14th and 15th fields of the whole
+/// line, counted after the parenthesised name.
+fn stat_cpu_ticks(stat: &str) -> Option<f64> {
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?)
 }
 
 fn clock_ticks_per_second() -> f64 {
@@ -47,5 +71,23 @@ mod tests {
         let own = usage(std::process::id()).expect("own /proc entry");
         assert!(own.peak_rss_mib > 1.0, "{own:?}");
         assert!(own.cpu_s >= 0.0);
+    }
+
+    #[test]
+    fn counts_the_cpu_of_named_threads_only() {
+        let busy = std::thread::Builder::new()
+            .name("procinfo-busy".into())
+            .spawn(|| {
+                let started = std::time::Instant::now();
+                let mut x = 0u64;
+                while started.elapsed() < std::time::Duration::from_millis(300) {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                }
+                own_threads_cpu_s("procinfo-busy")
+            })
+            .unwrap();
+        let measured = busy.join().unwrap();
+        assert!(measured >= 0.1, "{measured}");
+        assert_eq!(own_threads_cpu_s("no-such-thread"), 0.0);
     }
 }

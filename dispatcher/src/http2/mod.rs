@@ -3,6 +3,7 @@
 //! each, re-opened when they break. Both the APNs and the FCM channels use
 //! it; the benchmark's ceiling client uses it too.
 
+mod coalesce;
 mod pool;
 mod tls;
 

@@ -21,6 +21,8 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tracing::{debug, info};
 
+use super::coalesce::Coalesced;
+
 /// Flow-control windows: large enough that small pushes never wait on them.
 const STREAM_WINDOW: u32 = 1 << 20;
 const CONNECTION_WINDOW: u32 = 16 << 20;
@@ -243,7 +245,7 @@ impl Http2Pool {
         let (sender, driver) = h2::client::Builder::new()
             .initial_window_size(STREAM_WINDOW)
             .initial_connection_window_size(CONNECTION_WINDOW)
-            .handshake::<_, Bytes>(tls)
+            .handshake::<_, Bytes>(Coalesced(tls))
             .await
             .map_err(|err| fail(format!("HTTP/2 handshake: {err}")))?;
         let closed = Arc::new(AtomicBool::new(false));

@@ -16,10 +16,12 @@ use super::mocks::h2load_apns;
 use super::{git_commit, plot, prepare_database, write_json};
 use crate::audience::{AudienceShape, Layout};
 use crate::local_cluster::{Env, LocalCluster, LocalClusterConfig, delete_namespace};
-use crate::mocks::{ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig};
-use crate::procinfo::{Usage, usage};
+use crate::mocks::{ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, start_on_own_thread};
+use crate::procinfo::{Usage, own_threads_cpu_s, usage};
 use crate::seed::{SeedPlan, connect, seed};
 
+/// Names of the mocks' threads start with this.
+const MOCK_THREAD_PREFIX: &str = "mock-";
 /// How often the mocks' counters are read during a send.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -81,6 +83,10 @@ pub struct Processes {
     pub harvester: Usage,
     pub dispatcher_ios: Usage,
     pub dispatcher_android: Usage,
+    /// CPU seconds the mock APNs and FCM (threads of the benchmark process)
+    /// used during the send: the share of the machine the stand-ins for
+    /// Apple and Google took.
+    pub mocks_cpu_s: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -174,8 +180,13 @@ pub async fn run(args: RunArgs) -> Result<Report> {
     };
 
     let work = std::env::temp_dir().join(format!("clarion-bench-{}", std::process::id()));
-    let apns = ApnsMock::start(ApnsMockConfig::local(work.clone())).await?;
-    let fcm = FcmMock::start(FcmMockConfig::local(work.clone())).await?;
+    let apns_config = ApnsMockConfig::local(work.clone());
+    let apns = start_on_own_thread(&format!("{MOCK_THREAD_PREFIX}apns"), || {
+        ApnsMock::start(apns_config)
+    })
+    .await?;
+    let fcm_config = FcmMockConfig::local(work.clone());
+    let fcm = start_on_own_thread(&format!("{MOCK_THREAD_PREFIX}fcm"), || FcmMock::start(fcm_config)).await?;
     let dead = FaultConfig {
         dead_prefixes: vec![crate::audience::DEAD_PREFIX.into()],
         ..FaultConfig::default()
@@ -307,12 +318,16 @@ struct Measured {
 }
 
 #[derive(Clone)]
-struct ProcessUsage([Usage; 4]);
+struct ProcessUsage {
+    clarion: [Usage; 4],
+    mocks_cpu_s: f64,
+}
 
 impl ProcessUsage {
     fn into_report(self) -> Processes {
-        let [coordinator, harvester, dispatcher_ios, dispatcher_android] = self.0;
+        let [coordinator, harvester, dispatcher_ios, dispatcher_android] = self.clarion;
         Processes {
+            mocks_cpu_s: self.mocks_cpu_s,
             coordinator,
             harvester,
             dispatcher_ios,
@@ -334,6 +349,7 @@ async fn measure(
         || apns.state.accounting.counters().unique_tokens + fcm.state.accounting.counters().unique_tokens;
 
     println!("end to end: sending");
+    let mocks_cpu_before = own_threads_cpu_s(MOCK_THREAD_PREFIX);
     let sent = Instant::now();
     let id = cluster
         .send(&json!({"topics": ["breaking/uk"], "title": "Benchmark", "body": "90in2"}))
@@ -351,7 +367,10 @@ async fn measure(
         cluster.dispatchers.first().and_then(|d| d.pid()),
         cluster.dispatchers.get(1).and_then(|d| d.pid()),
     ];
-    let processes = ProcessUsage(pids.map(|pid| pid.and_then(usage).unwrap_or_default()));
+    let processes = ProcessUsage {
+        clarion: pids.map(|pid| pid.and_then(usage).unwrap_or_default()),
+        mocks_cpu_s: own_threads_cpu_s(MOCK_THREAD_PREFIX) - mocks_cpu_before,
+    };
 
     let dispatcher_alone = if args.skip_dispatcher_phase {
         None
@@ -520,4 +539,8 @@ fn print_table(report: &Report) {
             usage.peak_rss_mib, usage.cpu_s
         );
     }
+    println!(
+        "  mocks (APNs + FCM)                     CPU {:>6.1} s",
+        p.mocks_cpu_s
+    );
 }

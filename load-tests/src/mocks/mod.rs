@@ -11,6 +11,7 @@ pub mod apns;
 pub mod control;
 pub mod faults;
 pub mod fcm;
+pub mod own_thread;
 pub mod server;
 pub mod tls;
 
@@ -18,6 +19,7 @@ pub use accounting::{Stats, TokenCount, digest};
 pub use apns::{ApnsMock, ApnsMockConfig};
 pub use faults::FaultConfig;
 pub use fcm::{FcmMock, FcmMockConfig};
+pub use own_thread::{OnOwnThread, start_on_own_thread};
 
 /// Seconds since the Unix epoch.
 pub(crate) fn unix_s() -> u64 {
