@@ -19,7 +19,9 @@ use serde_json::{Value, json};
 use crate::audience::{AudienceShape, DEAD_PREFIX, Layout};
 use crate::bench::prepare_database;
 use crate::local_cluster::{LocalCluster, LocalClusterConfig, delete_namespace};
-use crate::mocks::{ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig};
+use crate::mocks::{
+    ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, OnOwnThread, start_on_own_thread,
+};
 use crate::seed::{SeedPlan, connect, seed};
 
 #[derive(Debug, Parser)]
@@ -275,15 +277,20 @@ fn report(status: &Value, mocks: &Mocks) {
 
 /// Both mocks, their shared CA file, and the faults of a realistic audience.
 struct Mocks {
-    apns: ApnsMock,
-    fcm: FcmMock,
+    apns: OnOwnThread<ApnsMock>,
+    fcm: OnOwnThread<FcmMock>,
     ca_file: PathBuf,
 }
 
 impl Mocks {
     async fn start(dir: &Path, latency_ms: f64) -> Result<Self> {
-        let apns = ApnsMock::start(ApnsMockConfig::local(dir.to_path_buf())).await?;
-        let fcm = FcmMock::start(FcmMockConfig::local(dir.to_path_buf())).await?;
+        // Each on a thread of its own, as in the benchmark: the stand-ins
+        // for Apple and Google should take as little of the machine as
+        // they can.
+        let apns_config = ApnsMockConfig::local(dir.to_path_buf());
+        let apns = start_on_own_thread("mock-apns", || ApnsMock::start(apns_config)).await?;
+        let fcm_config = FcmMockConfig::local(dir.to_path_buf());
+        let fcm = start_on_own_thread("mock-fcm", || FcmMock::start(fcm_config)).await?;
         let faults = FaultConfig {
             dead_prefixes: vec![DEAD_PREFIX.into()],
             latency_ms,
