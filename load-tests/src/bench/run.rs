@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -33,16 +34,20 @@ pub struct RunArgs {
     /// Name of the result files (default `90in2-<devices>`).
     #[arg(long)]
     pub name: Option<String>,
-    #[arg(long, default_value_t = 50)]
+    /// Share of iPhones, in percent (the rest are Android).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub ios_percent: u8,
-    #[arg(long, default_value_t = 0)]
+    /// Share of dead tokens (apps uninstalled), in percent.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub dead_percent: u8,
+    /// Database the benchmark seeds and the cluster reads.
     #[arg(
         long,
         env = "CLARION_BENCH_DATABASE_URL",
         default_value = "postgres://clarion:clarion@127.0.0.1:5432/clarion_bench"
     )]
     pub database_url: String,
+    /// RabbitMQ the cluster uses.
     #[arg(
         long,
         env = "CLARION_AMQP_URL",
@@ -58,12 +63,14 @@ pub struct RunArgs {
     /// Skip the dispatcher-alone phase (halves the time of a large run).
     #[arg(long)]
     pub skip_dispatcher_phase: bool,
+    /// Give up (and fail) when a phase takes longer than this.
     #[arg(long, default_value_t = 1800)]
     pub timeout_secs: u64,
     /// Extra `KEY=VALUE` settings for every Clarion process (repeatable),
     /// e.g. `--set CLARION_DISPATCH_CONNECTIONS=4`.
     #[arg(long = "set", value_parser = parse_setting)]
     pub settings: Vec<(String, String)>,
+    /// Where the JSON report and the SVG plot are written.
     #[arg(long, default_value = "load-tests/results")]
     pub out_dir: PathBuf,
 }
@@ -354,7 +361,7 @@ async fn measure(
     let id = cluster
         .send(&json!({"topics": ["breaking/uk"], "title": "Benchmark", "body": "90in2"}))
         .await?;
-    let (curve, status) = follow(cluster, &id, sent, timeout, &accepted).await?;
+    let (curve, status) = follow(cluster, &id, args.devices, sent, timeout, &accepted).await?;
     let audience = status["audience"]["total"].as_u64().unwrap_or(0);
     let gone = ["ios", "android"]
         .iter()
@@ -385,7 +392,8 @@ async fn measure(
         wait_for(cluster, &id, timeout, |s| s["status"] == "dispatching").await?;
         let started = Instant::now();
         cluster.start_dispatchers().await?;
-        Some(follow(cluster, &id, started, timeout, &accepted).await?.0)
+        let (curve, _) = follow(cluster, &id, args.devices, started, timeout, &accepted).await?;
+        Some(curve)
     };
     Ok(Measured {
         audience,
@@ -398,24 +406,34 @@ async fn measure(
 }
 
 /// Polls the mocks until the notification is complete and every reachable
-/// device was counted; returns the curve and the final status.
+/// device was counted, with a progress bar of the `expected` devices;
+/// returns the curve and the final status.
 async fn follow(
     cluster: &LocalCluster,
     id: &str,
+    expected: u64,
     since: Instant,
     timeout: Duration,
     accepted: &impl Fn() -> u64,
 ) -> Result<(Vec<(f64, u64)>, Value)> {
     let path = format!("/api/v1/notifications/{id}");
+    let bar = ProgressBar::new(expected.max(1)).with_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40.green/blue} {pos}/{len} {per_sec} {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
     let mut curve = vec![(0.0, 0)];
     let mut last_status = Instant::now();
     let mut status = cluster.get(&path).await?;
     loop {
         tokio::time::sleep(POLL).await;
         curve.push((since.elapsed().as_secs_f64(), accepted()));
+        bar.set_position(accepted());
         if last_status.elapsed() >= Duration::from_millis(500) {
             status = cluster.get(&path).await?;
             last_status = Instant::now();
+            bar.set_message(status["status"].as_str().unwrap_or("?").to_owned());
             if !status["completed_at"].is_null() {
                 let sent: u64 = ["ios", "android"]
                     .iter()
@@ -423,11 +441,13 @@ async fn follow(
                     .sum();
                 if accepted() >= sent {
                     curve.push((since.elapsed().as_secs_f64(), accepted()));
+                    bar.finish_and_clear();
                     return Ok((curve, status));
                 }
             }
         }
         if since.elapsed() > timeout {
+            bar.abandon();
             bail!("not delivered after {timeout:?}: {status}");
         }
     }
