@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use clarion_load_tests::testkit::{Cluster, ClusterOptions, Device, seed_devices};
+use clarion_load_tests::testkit::{Cluster, ClusterOptions, alternating_devices, seed_devices};
 use clarion_proto::Platform;
 use clarion_runtime::LogSettings;
 use clarion_runtime::settings::LogFormat;
@@ -51,15 +51,7 @@ async fn a_hanging_collector_costs_neither_deliveries_nor_unbounded_memory() {
         ..ClusterOptions::default()
     })
     .await;
-    let devices: Vec<Device> = (0..2000u64)
-        .map(|n| {
-            if n % 2 == 0 {
-                Device::ios(n, &["t"])
-            } else {
-                Device::android(n, &["t"])
-            }
-        })
-        .collect();
+    let devices = alternating_devices(2000, &["t"]);
     seed_devices(&cluster.sql().await, &devices).await.unwrap();
     cluster.topic_size("t").await;
     let (status, accepted) = cluster.send(&json!({"topics": ["t"], "body": "untraced"})).await;

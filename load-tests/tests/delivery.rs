@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use clarion_load_tests::mocks::{FaultConfig, digest};
-use clarion_load_tests::testkit::{Cluster, ClusterOptions, Device, seed_devices};
+use clarion_load_tests::testkit::{Cluster, ClusterOptions, Device, alternating_devices, seed_devices};
 use clarion_proto::Platform;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -21,19 +21,6 @@ fn options(coordinator: &[&str], harvester: &[&str], dispatcher: &[&str]) -> Clu
         dispatcher: owned(dispatcher),
         dispatchers: true,
     }
-}
-
-/// `n` devices, alternating platforms, on `topics`.
-fn devices(n: u64, topics: &[&str]) -> Vec<Device> {
-    (0..n)
-        .map(|i| {
-            if i % 2 == 0 {
-                Device::ios(i, topics)
-            } else {
-                Device::android(i, topics)
-            }
-        })
-        .collect()
 }
 
 fn tokens(devices: &[Device], platform: Platform) -> Vec<String> {
@@ -53,11 +40,15 @@ async fn send(cluster: &Cluster, body: Value) -> String {
 #[actix_web::test]
 async fn every_device_gets_exactly_one_push_and_the_counters_match_the_mocks() {
     let cluster = Cluster::start(options(&["--tokens-per-job=100"], &["--batch-size=50"], &[])).await;
-    let mut all = devices(300, &["breaking/uk"]);
-    all.extend(devices(100, &["breaking/us"]).into_iter().map(|mut d| {
-        d.token = d.token.replacen('0', "f", 1);
-        d
-    }));
+    let mut all = alternating_devices(300, &["breaking/uk"]);
+    all.extend(
+        alternating_devices(100, &["breaking/us"])
+            .into_iter()
+            .map(|mut d| {
+                d.token = d.token.replacen('0', "f", 1);
+                d
+            }),
+    );
     // A third of the first group follows both topics: still one push each.
     for device in all.iter_mut().take(100) {
         device.topics.push("breaking/us".into());
@@ -124,7 +115,7 @@ async fn registered(cluster: &Cluster, tokens: &[String]) -> HashSet<String> {
 #[actix_web::test]
 async fn dead_tokens_are_cleaned_up_and_invalid_ones_are_never_retried() {
     let cluster = Cluster::start(options(&[], &["--batch-size=30"], &[])).await;
-    let all = devices(200, &["t"]);
+    let all = alternating_devices(200, &["t"]);
     seed_devices(&cluster.sql().await, &all).await.unwrap();
     let mut gone = Vec::new();
     let mut invalid = Vec::new();
@@ -191,7 +182,7 @@ async fn dead_tokens_are_cleaned_up_and_invalid_ones_are_never_retried() {
 #[actix_web::test]
 async fn a_burst_of_invalid_tokens_deletes_nothing_and_marks_the_notification() {
     let cluster = Cluster::start(options(&[], &[], &[])).await;
-    let all = devices(100, &["t"]);
+    let all = alternating_devices(100, &["t"]);
     seed_devices(&cluster.sql().await, &all).await.unwrap();
     // What a sandbox build's tokens sent to production look like: a burst of
     // BadDeviceToken (15 of 100 devices, far over the 5% threshold).
@@ -223,7 +214,7 @@ async fn outages_and_throttling_are_retried_until_delivered() {
         &["--dispatch-max-attempts=12"],
     ))
     .await;
-    let all = devices(200, &["t"]);
+    let all = alternating_devices(200, &["t"]);
     seed_devices(&cluster.sql().await, &all).await.unwrap();
     for platform in Platform::ALL {
         cluster.mocks().state(platform).faults.set(FaultConfig {
@@ -290,7 +281,7 @@ async fn retry_after_is_honoured() {
 #[actix_web::test]
 async fn an_expired_notification_is_not_sent_and_a_dry_run_sends_nothing() {
     let cluster = Cluster::start(options(&[], &[], &[])).await;
-    seed_devices(&cluster.sql().await, &devices(40, &["t"]))
+    seed_devices(&cluster.sql().await, &alternating_devices(40, &["t"]))
         .await
         .unwrap();
 

@@ -101,14 +101,7 @@ impl Fixture {
     }
 
     async fn stats(&self) -> Stats {
-        self.client
-            .get(format!("{}/stats", self.mock.control))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        common::stats(&self.client, &self.mock.control).await
     }
 }
 

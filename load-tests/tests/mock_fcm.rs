@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clarion_load_tests::mocks::fcm::FCM_SCOPE;
-use clarion_load_tests::mocks::{FaultConfig, FcmMock, FcmMockConfig, Stats};
+use clarion_load_tests::mocks::{FaultConfig, FcmMock, FcmMockConfig};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use reqwest::{Client, Response, StatusCode};
 use serde_json::{Value, json};
@@ -206,15 +206,7 @@ async fn a_valid_message_is_accepted_over_http2_and_counted() {
     let body: Value = response.json().await.unwrap();
     let prefix = format!("projects/{}/messages/", f.mock.project_id);
     assert!(body["name"].as_str().unwrap().starts_with(&prefix), "{body}");
-    let stats: Stats = f
-        .client
-        .get(format!("{}/stats", f.mock.control))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats = common::stats(&f.client, &f.mock.control).await;
     assert_eq!(stats.accepted, 1);
 }
 

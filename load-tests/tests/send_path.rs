@@ -54,11 +54,7 @@ async fn overlapping_topics_yield_every_subscribed_token_once_on_its_platform_qu
             2 => &["breaking/uk", "breaking/us"],
             _ => &["sport"],
         };
-        let device = if n % 2 == 0 {
-            Device::ios(n, topics)
-        } else {
-            Device::android(n, topics)
-        };
+        let device = Device::alternating(n, topics);
         devices.push(if n % 10 == 0 { device.sandbox() } else { device });
     }
     seed_devices(&cluster.sql().await, &devices).await.unwrap();

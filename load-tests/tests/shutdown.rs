@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use clarion_load_tests::local_cluster::{LocalCluster, LocalClusterConfig};
 use clarion_load_tests::mocks::FaultConfig;
-use clarion_load_tests::testkit::{Device, Mocks, seed_devices};
+use clarion_load_tests::testkit::{Mocks, alternating_devices, seed_devices};
 use clarion_proto::Platform;
 use clarion_runtime::testing::{TestDatabase, TestNamespace};
 use serde_json::json;
@@ -51,15 +51,7 @@ async fn sigterm_mid_send_loses_nothing_and_exits_zero() {
         log_dir: logs.clone(),
     };
     let mut cluster = LocalCluster::start(&config).await.expect("the cluster starts");
-    let devices: Vec<Device> = (0..DEVICES)
-        .map(|n| {
-            if n % 2 == 0 {
-                Device::ios(n, &["t"])
-            } else {
-                Device::android(n, &["t"])
-            }
-        })
-        .collect();
+    let devices = alternating_devices(DEVICES, &["t"]);
     let (client, connection) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
         .await
         .unwrap();

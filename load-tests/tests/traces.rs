@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use clarion_load_tests::testkit::otlp::{OtlpReceiver, ReceivedSpan};
-use clarion_load_tests::testkit::{Cluster, ClusterOptions, Device, seed_devices};
+use clarion_load_tests::testkit::{Cluster, ClusterOptions, alternating_devices, seed_devices};
 use clarion_proto::Platform;
 use clarion_runtime::LogSettings;
 use clarion_runtime::settings::LogFormat;
@@ -45,15 +45,7 @@ async fn a_notification_is_one_trace_across_every_process_and_queue() {
         ..ClusterOptions::default()
     })
     .await;
-    let devices: Vec<Device> = (0..300u64)
-        .map(|n| {
-            if n % 2 == 0 {
-                Device::ios(n, &["t"])
-            } else {
-                Device::android(n, &["t"])
-            }
-        })
-        .collect();
+    let devices = alternating_devices(300, &["t"]);
     seed_devices(&cluster.sql().await, &devices).await.unwrap();
     cluster.topic_size("t").await;
     let (status, accepted) = cluster.send(&json!({"topics": ["t"], "body": "traced"})).await;

@@ -18,39 +18,24 @@ use lapin::{Connection, ConnectionProperties};
 use serde::Serialize;
 use serde_json::json;
 
-use super::{git_commit, prepare_database, write_json};
+use super::{AudienceArgs, git_commit, load_audience, write_json};
 use crate::audience::{AudienceShape, Layout};
 use crate::local_cluster::{LocalCluster, LocalClusterConfig};
 use crate::procinfo::{Usage, usage};
-use crate::seed::{SeedPlan, connect, seed};
 
 const HARVEST_TIMEOUT: Duration = Duration::from_secs(900);
 
 #[derive(Debug, clap::Args)]
 pub struct HarvestArgs {
-    /// Devices on the benchmark topic.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub devices: u64,
-    /// Benchmark database (created and migrated when missing).
-    #[arg(
-        long,
-        env = "CLARION_BENCH_DATABASE_URL",
-        default_value = "postgres://clarion:clarion@127.0.0.1:5432/clarion_bench"
-    )]
-    pub database_url: String,
-    #[arg(
-        long,
-        env = "CLARION_AMQP_URL",
-        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
-    )]
-    pub amqp_url: String,
-    /// Keep the registrations already loaded when they hold exactly this audience.
-    #[arg(long)]
-    pub reuse: bool,
+    #[command(flatten)]
+    pub audience: AudienceArgs,
+    /// Harvest workers in the harvester (`CLARION_HARVEST_WORKERS`).
     #[arg(long, default_value_t = 4)]
     pub harvest_workers: u16,
+    /// Tokens per published batch (`CLARION_BATCH_SIZE`).
     #[arg(long, default_value_t = 1000)]
     pub batch_size: u32,
+    /// Tokens per shard job the coordinator plans (`CLARION_TOKENS_PER_JOB`).
     #[arg(long, default_value_t = 10_000)]
     pub tokens_per_job: u64,
     /// Where the JSON report goes (default `load-tests/results/harvest-<devices>.json`).
@@ -78,37 +63,18 @@ pub struct HarvestReport {
 }
 
 pub async fn run(args: HarvestArgs) -> Result<HarvestReport> {
-    prepare_database(&args.database_url).await?;
-    let client = connect(&args.database_url).await?;
-    let existing: i64 = client
-        .query_one(
-            "SELECT count(*) FROM registrations WHERE topic = 'breaking/uk'",
-            &[],
-        )
-        .await?
-        .get(0);
-    let (seeded_rows, seed_s) = if args.reuse && existing == args.devices as i64 {
-        println!("reusing {existing} registrations");
-        (None, None)
-    } else {
-        let plan = SeedPlan {
-            devices: args.devices,
-            shape: AudienceShape {
-                ios_percent: 50,
-                dead_percent: 0,
-                layout: Layout::Single,
-            },
-            fresh: true,
-        };
-        let report = seed(&client, &plan, true).await?;
-        println!(
-            "seeded {} rows in {:.1} s ({:.0} rows/s)",
-            report.rows,
-            report.elapsed.as_secs_f64(),
-            report.rows as f64 / report.elapsed.as_secs_f64()
-        );
-        (Some(report.rows), Some(report.elapsed.as_secs_f64()))
+    let shape = AudienceShape {
+        ios_percent: 50,
+        dead_percent: 0,
+        layout: Layout::Single,
     };
+    let (seeded_rows, seed_s) = load_audience(&args.audience, shape).await?;
+    let AudienceArgs {
+        devices,
+        ref database_url,
+        ref amqp_url,
+        ..
+    } = args.audience;
 
     let namespace = format!("bench-{}", std::process::id());
     let names = Names::new(namespace.clone());
@@ -117,8 +83,8 @@ pub async fn run(args: HarvestArgs) -> Result<HarvestReport> {
         .context("the executable has no directory")?
         .join("bench-logs");
     let config = LocalClusterConfig {
-        database_url: args.database_url.clone(),
-        amqp_url: args.amqp_url.clone(),
+        database_url: database_url.clone(),
+        amqp_url: amqp_url.clone(),
         namespace,
         harvesters: 1,
         coordinator_env: vec![("CLARION_TOKENS_PER_JOB".into(), args.tokens_per_job.to_string())],
@@ -134,7 +100,7 @@ pub async fn run(args: HarvestArgs) -> Result<HarvestReport> {
     let size = cluster.get("/api/v1/topics/breaking/uk").await?;
     println!("topic breaking/uk: {} subscribers", size["subscribers"]);
 
-    let amqp = Connection::connect(&args.amqp_url, ConnectionProperties::default()).await?;
+    let amqp = Connection::connect(amqp_url, ConnectionProperties::default()).await?;
     let batches = Arc::new(AtomicU64::new(0));
     for platform in Platform::ALL {
         let channel = amqp.create_channel().await?;
@@ -184,11 +150,11 @@ pub async fn run(args: HarvestArgs) -> Result<HarvestReport> {
     topology::delete(&channel, &names).await?;
     let _ = amqp.close(200, "bench done".into()).await;
 
-    if harvested != args.devices {
-        bail!("harvested {harvested} devices of {}", args.devices);
+    if harvested != devices {
+        bail!("harvested {harvested} devices of {devices}");
     }
     let report = HarvestReport {
-        devices: args.devices,
+        devices,
         seeded_rows,
         seed_s,
         jobs: status["jobs"]["done"].as_u64().unwrap_or(0),
@@ -205,7 +171,7 @@ pub async fn run(args: HarvestArgs) -> Result<HarvestReport> {
     };
     let out = args
         .out
-        .unwrap_or_else(|| PathBuf::from(format!("load-tests/results/harvest-{}.json", args.devices)));
+        .unwrap_or_else(|| PathBuf::from(format!("load-tests/results/harvest-{devices}.json")));
     write_json(&out, &report)?;
     println!(
         "harvested {} devices in {:.2} s: {:.0} tokens/s; harvester peak RSS {:.1} MiB, CPU {:.1} s; report in {}",

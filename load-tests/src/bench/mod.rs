@@ -12,7 +12,67 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::seed::connect;
+use crate::audience::AudienceShape;
+use crate::seed::{SeedPlan, connect, seed};
+
+/// Where a benchmark's audience lives and how it is loaded.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AudienceArgs {
+    /// Devices on the benchmark topic.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub devices: u64,
+    /// Benchmark database (created and migrated when missing).
+    #[arg(
+        long,
+        env = "CLARION_BENCH_DATABASE_URL",
+        default_value = "postgres://clarion:clarion@127.0.0.1:5432/clarion_bench"
+    )]
+    pub database_url: String,
+    /// RabbitMQ the cluster uses.
+    #[arg(
+        long,
+        env = "CLARION_AMQP_URL",
+        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
+    )]
+    pub amqp_url: String,
+    /// Keep the registrations already loaded when they hold exactly this audience.
+    #[arg(long)]
+    pub reuse: bool,
+}
+
+/// Prepares the benchmark database and seeds `args.devices` devices of
+/// `shape` on `breaking/uk`, or keeps them with `--reuse` when the topic
+/// already holds exactly that many. Returns the rows written and the
+/// seconds it took (`None` when reused).
+pub async fn load_audience(args: &AudienceArgs, shape: AudienceShape) -> Result<(Option<u64>, Option<f64>)> {
+    prepare_database(&args.database_url).await?;
+    let client = connect(&args.database_url).await?;
+    let existing: i64 = client
+        .query_one(
+            "SELECT count(*) FROM registrations WHERE topic = 'breaking/uk'",
+            &[],
+        )
+        .await?
+        .get(0);
+    if args.reuse && existing == args.devices as i64 {
+        println!("reusing {existing} registrations");
+        return Ok((None, None));
+    }
+    let plan = SeedPlan {
+        devices: args.devices,
+        shape,
+        fresh: true,
+    };
+    let report = seed(&client, &plan, true).await?;
+    let seconds = report.elapsed.as_secs_f64();
+    println!(
+        "seeded {} devices ({} rows) in {seconds:.1} s ({:.0} rows/s)",
+        report.devices,
+        report.rows,
+        report.rows as f64 / seconds
+    );
+    Ok((Some(report.rows), Some(seconds)))
+}
 
 /// Creates `database` (owned by the connecting role) when missing and
 /// applies Clarion's migrations to it.

@@ -14,12 +14,11 @@ use serde_json::{Value, json};
 
 use super::ceiling::{self, CeilingPlan, CeilingRun};
 use super::mocks::h2load_apns;
-use super::{git_commit, plot, prepare_database, write_json};
+use super::{AudienceArgs, git_commit, load_audience, plot, write_json};
 use crate::audience::{AudienceShape, Layout};
 use crate::local_cluster::{Env, LocalCluster, LocalClusterConfig, delete_namespace};
 use crate::mocks::{ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, start_on_own_thread};
 use crate::procinfo::{Usage, own_threads_cpu_s, usage};
-use crate::seed::{SeedPlan, connect, seed};
 
 /// Names of the mocks' threads start with this.
 const MOCK_THREAD_PREFIX: &str = "mock-";
@@ -28,9 +27,8 @@ const POLL: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
-    /// Devices on the benchmark topic.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub devices: u64,
+    #[command(flatten)]
+    pub audience: AudienceArgs,
     /// Name of the result files (default `90in2-<devices>`).
     #[arg(long)]
     pub name: Option<String>,
@@ -40,23 +38,6 @@ pub struct RunArgs {
     /// Share of dead tokens (apps uninstalled), in percent.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub dead_percent: u8,
-    /// Database the benchmark seeds and the cluster reads.
-    #[arg(
-        long,
-        env = "CLARION_BENCH_DATABASE_URL",
-        default_value = "postgres://clarion:clarion@127.0.0.1:5432/clarion_bench"
-    )]
-    pub database_url: String,
-    /// RabbitMQ the cluster uses.
-    #[arg(
-        long,
-        env = "CLARION_AMQP_URL",
-        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
-    )]
-    pub amqp_url: String,
-    /// Keep the registrations already loaded when they hold exactly this audience.
-    #[arg(long)]
-    pub reuse: bool,
     /// Requests per mock for the ceiling.
     #[arg(long, default_value_t = 300_000)]
     pub ceiling_requests: u64,
@@ -152,39 +133,13 @@ pub async fn run(args: RunArgs) -> Result<Report> {
     let name = args
         .name
         .clone()
-        .unwrap_or_else(|| format!("90in2-{}", args.devices));
+        .unwrap_or_else(|| format!("90in2-{}", args.audience.devices));
     let shape = AudienceShape {
         ios_percent: args.ios_percent,
         dead_percent: args.dead_percent,
         layout: Layout::Single,
     };
-    prepare_database(&args.database_url).await?;
-    let client = connect(&args.database_url).await?;
-    let existing: i64 = client
-        .query_one("SELECT count(*) FROM registrations", &[])
-        .await?
-        .get(0);
-    let (seeded_rows, seed_s) = if args.reuse && existing == args.devices as i64 {
-        println!("reusing {existing} registrations");
-        (None, None)
-    } else {
-        let report = seed(
-            &client,
-            &SeedPlan {
-                devices: args.devices,
-                shape,
-                fresh: true,
-            },
-            true,
-        )
-        .await?;
-        println!(
-            "seeded {} devices in {:.1} s",
-            report.devices,
-            report.elapsed.as_secs_f64()
-        );
-        (Some(report.rows), Some(report.elapsed.as_secs_f64()))
-    };
+    let (seeded_rows, seed_s) = load_audience(&args.audience, shape).await?;
 
     let work = std::env::temp_dir().join(format!("clarion-bench-{}", std::process::id()));
     let apns_config = ApnsMockConfig::local(work.clone());
@@ -236,8 +191,8 @@ pub async fn run(args: RunArgs) -> Result<Report> {
     dispatcher_env.extend(extra.iter().cloned());
     let namespace = format!("bench-{}", std::process::id());
     let config = LocalClusterConfig {
-        database_url: args.database_url.clone(),
-        amqp_url: args.amqp_url.clone(),
+        database_url: args.audience.database_url.clone(),
+        amqp_url: args.audience.amqp_url.clone(),
         namespace: namespace.clone(),
         harvesters: 1,
         coordinator_env: extra.clone(),
@@ -252,7 +207,7 @@ pub async fn run(args: RunArgs) -> Result<Report> {
     let outcome = measure(&mut cluster, &args, &apns, &fcm).await;
     let processes = outcome.as_ref().ok().map(|m| m.processes.clone());
     cluster.stop();
-    delete_namespace(&args.amqp_url, &namespace).await;
+    delete_namespace(&args.audience.amqp_url, &namespace).await;
     let _ = std::fs::remove_dir_all(&work);
     let measured = outcome?;
 
@@ -361,7 +316,7 @@ async fn measure(
     let id = cluster
         .send(&json!({"topics": ["breaking/uk"], "title": "Benchmark", "body": "90in2"}))
         .await?;
-    let (curve, status) = follow(cluster, &id, args.devices, sent, timeout, &accepted).await?;
+    let (curve, status) = follow(cluster, &id, args.audience.devices, sent, timeout, &accepted).await?;
     let audience = status["audience"]["total"].as_u64().unwrap_or(0);
     let gone = ["ios", "android"]
         .iter()
@@ -392,7 +347,7 @@ async fn measure(
         wait_for(cluster, &id, timeout, |s| s["status"] == "dispatching").await?;
         let started = Instant::now();
         cluster.start_dispatchers().await?;
-        let (curve, _) = follow(cluster, &id, args.devices, started, timeout, &accepted).await?;
+        let (curve, _) = follow(cluster, &id, args.audience.devices, started, timeout, &accepted).await?;
         Some(curve)
     };
     Ok(Measured {

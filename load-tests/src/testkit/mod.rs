@@ -7,4 +7,4 @@ pub mod otlp;
 mod seed;
 
 pub use cluster::{APP_KEY, Cluster, ClusterOptions, DESK_KEY, Mocks};
-pub use seed::{Device, seed_devices};
+pub use seed::{Device, alternating_devices, seed_devices};

@@ -32,10 +32,25 @@ impl Device {
         }
     }
 
+    /// Device `n` of an audience that alternates platforms: iOS for even
+    /// `n`, Android for odd.
+    pub fn alternating(n: u64, topics: &[&str]) -> Self {
+        if n.is_multiple_of(2) {
+            Self::ios(n, topics)
+        } else {
+            Self::android(n, topics)
+        }
+    }
+
     pub fn sandbox(mut self) -> Self {
         self.environment = ApnsEnvironment::Sandbox;
         self
     }
+}
+
+/// `count` devices on `topics`, alternating platforms (half iOS, half Android).
+pub fn alternating_devices(count: u64, topics: &[&str]) -> Vec<Device> {
+    (0..count).map(|n| Device::alternating(n, topics)).collect()
 }
 
 /// Inserts one row per (device, topic), in chunks.

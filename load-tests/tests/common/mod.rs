@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use clarion_load_tests::mocks::FaultConfig;
+use clarion_load_tests::mocks::{FaultConfig, Stats};
 use rustls::RootCertStore;
 use rustls_pki_types::{CertificateDer, ServerName, pem::PemObject};
 use tokio::net::TcpStream;
@@ -26,6 +26,18 @@ pub async fn set_faults(client: &reqwest::Client, control: &str, faults: &FaultC
         .await
         .unwrap();
     assert_eq!(response.status(), reqwest::StatusCode::NO_CONTENT);
+}
+
+/// A mock's counters, read through its control API.
+pub async fn stats(client: &reqwest::Client, control: &str) -> Stats {
+    client
+        .get(format!("{control}/stats"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
 }
 
 /// SETTINGS_MAX_CONCURRENT_STREAMS the server at `endpoint` advertises.
