@@ -8,7 +8,7 @@ pub mod message;
 use std::sync::Arc;
 
 use clarion_proto::{ApnsEnvironment, TokenBatch};
-use http::{HeaderValue, Method, Request};
+use http::{HeaderValue, Method, Request, Uri};
 use rustls::ClientConfig;
 use tracing::{debug, warn};
 
@@ -21,8 +21,8 @@ use message::PreparedFcm;
 pub struct FcmChannel {
     pool: Http2Pool,
     auth: FcmAuth,
-    /// `/v1/projects/{project}/messages:send`
-    path: String,
+    /// `{endpoint}/v1/projects/{project}/messages:send`, built once.
+    uri: Uri,
 }
 
 impl FcmChannel {
@@ -44,11 +44,11 @@ impl FcmChannel {
             .filter(|p| !p.is_empty())
             .or(Some(account_project).filter(|p| !p.is_empty()))
             .ok_or("no Firebase project: set CLARION_FCM_PROJECT_ID or use credentials with a project_id")?;
-        Ok(Self {
-            pool: Http2Pool::new(&settings.endpoint, tls, limits)?,
-            auth,
-            path: format!("/v1/projects/{project}/messages:send"),
-        })
+        let pool = Http2Pool::new(&settings.endpoint, tls, limits)?;
+        let uri = pool
+            .uri(&format!("/v1/projects/{project}/messages:send"))
+            .map_err(|_| format!("{project:?} is not a usable Firebase project id"))?;
+        Ok(Self { pool, auth, uri })
     }
 }
 
@@ -71,12 +71,9 @@ impl PushChannel for FcmChannel {
                 };
             }
         };
-        let Ok(uri) = self.pool.uri(&self.path) else {
-            return Attempt::Failed("BadProject");
-        };
         let mut request = Request::new(());
         *request.method_mut() = Method::POST;
-        *request.uri_mut() = uri;
+        *request.uri_mut() = self.uri.clone();
         let headers = request.headers_mut();
         headers.insert(http::header::AUTHORIZATION, authorization);
         headers.insert(
