@@ -219,6 +219,12 @@ async fn malformed_requests_get_apples_reasons() {
             413,
             "PayloadTooLarge",
         ),
+        (
+            "larger than the server reads",
+            Box::new(|p| p.body = json!({"aps": {"alert": "x".repeat(100 * 1024)}}).to_string()),
+            413,
+            "PayloadTooLarge",
+        ),
     ];
     for (case, edit, status, expected) in cases {
         let (got, body) = reason(f.push_with(TOKEN, edit).await).await;

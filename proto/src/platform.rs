@@ -123,14 +123,22 @@ pub fn normalize_token(platform: Platform, token: &str) -> Result<String, TokenE
             Ok(token.to_ascii_lowercase())
         }
         Platform::Android => {
+            // Valid tokens are ASCII: checked byte by byte, and characters
+            // decoded only to name what is wrong with an invalid one.
+            if token.bytes().all(|b| is_fcm_token_char(char::from(b))) {
+                if !(FCM_TOKEN_MIN_LEN..=FCM_TOKEN_MAX_LEN).contains(&token.len()) {
+                    return Err(TokenError::FcmLength(token.len()));
+                }
+                return Ok(token.to_owned());
+            }
             let len = token.chars().count();
             if !(FCM_TOKEN_MIN_LEN..=FCM_TOKEN_MAX_LEN).contains(&len) {
                 return Err(TokenError::FcmLength(len));
             }
-            if let Some(bad) = token.chars().find(|c| !is_fcm_token_char(*c)) {
-                return Err(TokenError::FcmCharacter(bad));
+            match token.chars().find(|c| !is_fcm_token_char(*c)) {
+                Some(bad) => Err(TokenError::FcmCharacter(bad)),
+                None => Ok(token.to_owned()),
             }
-            Ok(token.to_owned())
         }
     }
 }
@@ -199,6 +207,17 @@ mod tests {
         assert_eq!(
             normalize_token(Platform::Android, &spaced),
             Err(TokenError::FcmCharacter(' '))
+        );
+        // Lengths are counted in characters, not bytes, and the first
+        // character outside the alphabet is named.
+        assert_eq!(
+            normalize_token(Platform::Android, &"é".repeat(10)),
+            Err(TokenError::FcmLength(10))
+        );
+        let accented = format!("{}é{}", "a".repeat(60), "b".repeat(60));
+        assert_eq!(
+            normalize_token(Platform::Android, &accented),
+            Err(TokenError::FcmCharacter('é'))
         );
     }
 

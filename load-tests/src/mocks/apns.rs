@@ -18,8 +18,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
 use hyper::{Method, Request, Response};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use rcgen::KeyPair;
@@ -28,7 +26,7 @@ use serde_json::json;
 
 use super::control::{self, MockState};
 use super::faults::Verdict;
-use super::server::{Body, ConnectionId, Listener, Protocols, serve_tls};
+use super::server::{ConnectionId, Listener, Protocols, serve_tls};
 use super::tls::TestPki;
 use super::{unix_ms, unix_s};
 
@@ -196,7 +194,7 @@ fn refuse(status: u16, reason: &'static str) -> Refusal {
 }
 
 impl Apns {
-    async fn handle(&self, request: Request<Incoming>, connection: ConnectionId) -> Response<Body> {
+    async fn handle(&self, request: Request<Bytes>, connection: ConnectionId) -> Response<Bytes> {
         let started = Instant::now();
         let apns_id = request
             .headers()
@@ -209,7 +207,7 @@ impl Apns {
             .strip_prefix("/3/device/")
             .unwrap_or_default()
             .to_owned();
-        let outcome = self.check(request, &token, connection).await;
+        let outcome = self.check(request, &token, connection);
         self.state.faults.delay().await;
         let status = outcome.as_ref().map_or_else(|refusal| refusal.status, |()| 200);
         self.state.accounting.record(&token, status, started.elapsed());
@@ -219,7 +217,7 @@ impl Apns {
         };
         let builder = Response::builder().status(status).header("apns-id", apns_id);
         let response = match outcome {
-            Ok(()) => builder.body(Full::new(Bytes::new())),
+            Ok(()) => builder.body(Bytes::new()),
             Err(refusal) => {
                 let mut body = json!({"reason": refusal.reason});
                 if refusal.reason == "Unregistered" {
@@ -231,18 +229,13 @@ impl Apns {
                 };
                 builder
                     .header("content-type", "application/json")
-                    .body(Full::new(Bytes::from(body.to_string())))
+                    .body(Bytes::from(body.to_string()))
             }
         };
-        response.unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
+        response.unwrap_or_else(|_| Response::new(Bytes::new()))
     }
 
-    async fn check(
-        &self,
-        request: Request<Incoming>,
-        token: &str,
-        connection: ConnectionId,
-    ) -> Result<(), Refusal> {
+    fn check(&self, request: Request<Bytes>, token: &str, connection: ConnectionId) -> Result<(), Refusal> {
         if request.method() != Method::POST {
             return Err(refuse(405, "MethodNotAllowed"));
         }
@@ -294,10 +287,6 @@ impl Apns {
             return Err(refuse(400, "BadMessageId"));
         }
 
-        let body = match Limited::new(body, MAX_PAYLOAD + 1).collect().await {
-            Ok(collected) => collected.to_bytes(),
-            Err(_) => return Err(refuse(413, "PayloadTooLarge")),
-        };
         if body.len() > MAX_PAYLOAD {
             return Err(refuse(413, "PayloadTooLarge"));
         }

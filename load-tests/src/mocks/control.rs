@@ -9,6 +9,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response};
@@ -17,7 +18,7 @@ use serde_json::json;
 
 use super::accounting::Accounting;
 use super::faults::{FaultConfig, Faults};
-use super::server::{Body, Listener, empty_response, json_response, serve_plain};
+use super::server::{Listener, empty_response, json_response, serve_plain};
 
 /// Largest control request body (a long list of tokens).
 const MAX_BODY: usize = 64 << 20;
@@ -67,7 +68,7 @@ pub async fn start(addr: SocketAddr) -> std::io::Result<(Arc<MockState>, Listene
     Ok((state, listener))
 }
 
-async fn handle(state: Arc<MockState>, request: Request<Incoming>) -> Response<Body> {
+async fn handle(state: Arc<MockState>, request: Request<Incoming>) -> Response<Bytes> {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     match (method, path.as_str()) {

@@ -23,8 +23,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
 use hyper::{Method, Request, Response};
 use jsonwebtoken::{Algorithm, DecodingKey};
 use rcgen::{KeyPair, PKCS_RSA_SHA256};
@@ -33,7 +31,7 @@ use serde_json::{Value, json};
 
 use super::control::{self, MockState};
 use super::faults::Verdict;
-use super::server::{Body, Listener, Protocols, json_response, serve_tls};
+use super::server::{Listener, Protocols, json_response, serve_tls};
 use super::tls::TestPki;
 use super::{unix_ms, unix_s};
 
@@ -155,7 +153,7 @@ impl FcmMock {
             pki.server_config(Protocols::Http2AndHttp1.alpn())?,
             move |request, _| {
                 let oauth = oauth.clone();
-                async move { oauth.handle(request).await }
+                async move { oauth.handle(request) }
             },
         )
         .await
@@ -218,16 +216,15 @@ struct OAuth {
 }
 
 impl OAuth {
-    async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
+    fn handle(&self, request: Request<Bytes>) -> Response<Bytes> {
         if request.method() != Method::POST || request.uri().path() != "/token" {
             return json_response(404, &json!({"error": "not_found"}));
         }
-        let Ok(body) = Limited::new(request.into_body(), MAX_BODY).collect().await else {
-            return oauth_error("invalid_request", "unreadable body");
-        };
-        let form: HashMap<String, String> = url::form_urlencoded::parse(&body.to_bytes())
-            .into_owned()
-            .collect();
+        if request.body().len() > MAX_BODY {
+            return oauth_error("invalid_request", "request too large");
+        }
+        let form: HashMap<String, String> =
+            url::form_urlencoded::parse(request.body()).into_owned().collect();
         if form.get("grant_type").map(String::as_str) != Some(JWT_BEARER) {
             return json_response(
                 400,
@@ -304,7 +301,7 @@ impl OAuth {
     }
 }
 
-fn oauth_error(error: &str, description: &str) -> Response<Body> {
+fn oauth_error(error: &str, description: &str) -> Response<Bytes> {
     json_response(400, &json!({"error": error, "error_description": description}))
 }
 
@@ -344,9 +341,9 @@ fn invalid_argument(message: impl Into<String>) -> GoogleError {
 }
 
 impl Fcm {
-    async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
+    async fn handle(&self, request: Request<Bytes>) -> Response<Bytes> {
         let started = Instant::now();
-        let (token, outcome) = self.check(request).await;
+        let (token, outcome) = self.check(request);
         self.state.faults.delay().await;
         let status = outcome.as_ref().map_or_else(|err| err.code, |_| 200);
         self.state.accounting.record(&token, status, started.elapsed());
@@ -368,14 +365,14 @@ impl Fcm {
                     builder = builder.header("retry-after", seconds);
                 }
                 builder
-                    .body(Full::new(Bytes::from(body)))
-                    .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
+                    .body(Bytes::from(body))
+                    .unwrap_or_else(|_| Response::new(Bytes::new()))
             }
         }
     }
 
     /// The token the request was for (empty when unreadable) and its outcome.
-    async fn check(&self, request: Request<Incoming>) -> (String, Result<String, GoogleError>) {
+    fn check(&self, request: Request<Bytes>) -> (String, Result<String, GoogleError>) {
         let expected_path = format!("/v1/projects/{}/messages:send", self.project_id);
         let path = request.uri().path().to_owned();
         if request.method() != Method::POST
@@ -401,15 +398,13 @@ impl Fcm {
                 Err(google(403, "PERMISSION_DENIED", None, message)),
             );
         }
-        let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
-            Ok(body) => body.to_bytes(),
-            Err(_) => {
-                return (
-                    String::new(),
-                    Err(invalid_argument("Request payload size exceeds the limit")),
-                );
-            }
-        };
+        let body = request.into_body();
+        if body.len() > MAX_BODY {
+            return (
+                String::new(),
+                Err(invalid_argument("Request payload size exceeds the limit")),
+            );
+        }
         let message = match serde_json::from_slice::<Value>(&body) {
             Ok(value) => value,
             Err(err) => {

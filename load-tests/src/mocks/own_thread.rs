@@ -1,9 +1,8 @@
 //! Running a mock on a single-threaded runtime of its own thread.
 //!
-//! hyper serves every HTTP/2 stream as a task of its own. On a multi-thread
-//! runtime those tasks are stolen by other workers, and each connection's
-//! shared stream state then changes hands between threads: lock contention
-//! and cross-thread wake-ups on every request. Apple and Google do not run
+//! On a multi-thread runtime a mock's connection tasks are stolen by other
+//! workers and compete with the benchmark's own threads: cross-thread
+//! wake-ups and lock contention on every request. Apple and Google do not run
 //! on the benchmark's machine, so the mocks should cost it as little as
 //! possible: one thread per mock, nothing shared but the counters.
 

@@ -58,7 +58,7 @@ impl OtlpReceiver {
                 Response::builder()
                     .status(200)
                     .header("content-type", "application/x-protobuf")
-                    .body(http_body_util::Full::new(bytes::Bytes::new()))
+                    .body(bytes::Bytes::new())
                     .unwrap_or_else(|_| empty_response(500))
             }
         })
