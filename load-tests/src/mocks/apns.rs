@@ -160,6 +160,47 @@ struct Claims {
     iat: u64,
 }
 
+/// The request headers Apple reads, found in one pass over the request.
+struct ApnsHeaders<'a> {
+    /// Value of each of [`ApnsHeaders::NAMES`] (`None` when absent or not
+    /// visible ASCII).
+    values: [Option<&'a str>; 7],
+}
+
+impl<'a> ApnsHeaders<'a> {
+    const NAMES: [&'static str; 7] = [
+        "authorization",
+        "apns-topic",
+        "apns-push-type",
+        "apns-priority",
+        "apns-expiration",
+        "apns-collapse-id",
+        "apns-id",
+    ];
+
+    /// Refuses a request that repeats any of them (`DuplicateHeaders`).
+    fn read(headers: &'a http::HeaderMap) -> Result<Self, Refusal> {
+        let mut values = [None; 7];
+        let mut seen = [false; 7];
+        for (name, value) in headers {
+            let Some(i) = Self::NAMES.iter().position(|known| *known == name.as_str()) else {
+                continue;
+            };
+            if seen[i] {
+                return Err(refuse(400, "DuplicateHeaders"));
+            }
+            seen[i] = true;
+            values[i] = value.to_str().ok();
+        }
+        Ok(Self { values })
+    }
+
+    fn get(&self, name: &str) -> Option<&'a str> {
+        let i = Self::NAMES.iter().position(|known| *known == name)?;
+        self.values[i]
+    }
+}
+
 /// Which provider token a connection uses, its `iat`, and since when.
 struct ConnectionAuth {
     token: String,
@@ -246,21 +287,8 @@ impl Apns {
             return Err(refuse(400, "MissingDeviceToken"));
         }
         let (parts, body) = request.into_parts();
-        let repeated = [
-            "authorization",
-            "apns-topic",
-            "apns-push-type",
-            "apns-priority",
-            "apns-expiration",
-            "apns-collapse-id",
-            "apns-id",
-        ]
-        .iter()
-        .any(|name| parts.headers.get_all(*name).iter().count() > 1);
-        if repeated {
-            return Err(refuse(400, "DuplicateHeaders"));
-        }
-        let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+        let headers = ApnsHeaders::read(&parts.headers)?;
+        let header = |name: &str| headers.get(name);
         self.authenticate(header("authorization"), connection)?;
 
         match header("apns-topic") {

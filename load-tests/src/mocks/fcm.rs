@@ -14,7 +14,8 @@
 //!   `data` with string values); answers `{"name": ...}` or Google's error
 //!   JSON with `error.details[].errorCode`.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,7 +27,9 @@ use bytes::Bytes;
 use hyper::{Method, Request, Response};
 use jsonwebtoken::{Algorithm, DecodingKey};
 use rcgen::{KeyPair, PKCS_RSA_SHA256};
-use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::control::{self, MockState};
@@ -118,6 +121,7 @@ impl FcmMock {
             state: state.clone(),
             oauth: oauth.clone(),
             project_id: config.project_id.clone(),
+            send_path: format!("/v1/projects/{}/messages:send", config.project_id),
             next_message: AtomicU64::new(1),
         });
 
@@ -309,6 +313,8 @@ struct Fcm {
     state: Arc<MockState>,
     oauth: Arc<OAuth>,
     project_id: String,
+    /// `/v1/projects/{project_id}/messages:send`.
+    send_path: String,
     next_message: AtomicU64,
 }
 
@@ -348,7 +354,7 @@ impl Fcm {
         let status = outcome.as_ref().map_or_else(|err| err.code, |_| 200);
         self.state.accounting.record(&token, status, started.elapsed());
         match outcome {
-            Ok(name) => json_response(200, &json!({"name": name})),
+            Ok(name) => json_response(200, &Sent { name: &name }),
             Err(err) => {
                 let mut error = json!({"code": err.code, "message": err.message, "status": err.status});
                 if let Some(code) = err.error_code {
@@ -373,8 +379,7 @@ impl Fcm {
 
     /// The token the request was for (empty when unreadable) and its outcome.
     fn check(&self, request: Request<Bytes>) -> (String, Result<String, GoogleError>) {
-        let expected_path = format!("/v1/projects/{}/messages:send", self.project_id);
-        let path = request.uri().path().to_owned();
+        let path = request.uri().path();
         if request.method() != Method::POST
             || !path.starts_with("/v1/projects/")
             || !path.ends_with("/messages:send")
@@ -391,7 +396,7 @@ impl Fcm {
             let message = "Request had invalid authentication credentials. Expected OAuth 2 access token.";
             return (String::new(), Err(google(401, "UNAUTHENTICATED", None, message)));
         }
-        if path != expected_path {
+        if path != self.send_path {
             let message = "Permission 'cloudmessaging.messages.create' denied on resource";
             return (
                 String::new(),
@@ -405,8 +410,10 @@ impl Fcm {
                 Err(invalid_argument("Request payload size exceeds the limit")),
             );
         }
-        let message = match serde_json::from_slice::<Value>(&body) {
-            Ok(value) => value,
+        // One pass over the request into borrowed fields; the nested
+        // objects stay raw JSON text until they are checked.
+        let request = match serde_json::from_slice::<SendRequest>(&body) {
+            Ok(request) => request,
             Err(err) => {
                 return (
                     String::new(),
@@ -414,11 +421,15 @@ impl Fcm {
                 );
             }
         };
-        let token = message
-            .pointer("/message/token")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
+        let Some(message) = request.message else {
+            return (
+                String::new(),
+                Err(invalid_argument(
+                    "Invalid JSON payload received. Missing 'message'.",
+                )),
+            );
+        };
+        let token = message.token.as_deref().unwrap_or_default().to_owned();
         let outcome = self
             .check_message(&message, &token)
             .and_then(|()| self.judge(&token));
@@ -428,76 +439,55 @@ impl Fcm {
         (token, outcome)
     }
 
-    fn check_message(&self, body: &Value, token: &str) -> Result<(), GoogleError> {
-        let Some(message) = body.get("message").and_then(Value::as_object) else {
-            return Err(invalid_argument(
-                "Invalid JSON payload received. Missing 'message'.",
-            ));
-        };
-        const KNOWN: [&str; 8] = [
-            "name",
-            "token",
-            "notification",
-            "android",
-            "data",
-            "apns",
-            "webpush",
-            "fcm_options",
-        ];
-        if let Some(unknown) = message.keys().find(|key| !KNOWN.contains(&key.as_str())) {
-            return Err(invalid_argument(format!(
-                "Invalid JSON payload received. Unknown name \"{unknown}\" at 'message'"
-            )));
-        }
+    fn check_message(&self, message: &Message, token: &str) -> Result<(), GoogleError> {
         if token.is_empty() {
             return Err(invalid_argument("Recipient of the message is not set."));
         }
-        if let Some(notification) = message.get("notification") {
+        if let Some(notification) = message.notification {
+            let notification = fields(notification)
+                .ok_or_else(|| invalid_argument("Invalid value at 'message.notification'"))?;
             for field in ["title", "body", "image"] {
-                if notification.get(field).is_some_and(|v| !v.is_string()) {
+                if notification.get(field).is_some_and(|v| !is_string(v)) {
                     return Err(invalid_argument(format!(
                         "Invalid value at 'message.notification.{field}'"
                     )));
                 }
             }
         }
-        if let Some(data) = message.get("data") {
-            let all_strings = data
-                .as_object()
-                .is_some_and(|map| map.values().all(Value::is_string));
+        if let Some(data) = message.data {
+            let all_strings = fields(data).is_some_and(|map| map.values().all(|v| is_string(v)));
             if !all_strings {
                 return Err(invalid_argument(
                     "Invalid value at 'message.data': values must be strings",
                 ));
             }
         }
-        if let Some(android) = message.get("android") {
-            if let Some(priority) = android.get("priority") {
-                let valid = priority
-                    .as_str()
+        if let Some(android) = &message.android {
+            if let Some(priority) = android.priority {
+                let valid = string(priority)
                     .is_some_and(|p| p.eq_ignore_ascii_case("high") || p.eq_ignore_ascii_case("normal"));
                 if !valid {
                     return Err(invalid_argument("Invalid value at 'message.android.priority'"));
                 }
             }
             if android
-                .get("ttl")
-                .is_some_and(|ttl| !ttl.as_str().is_some_and(is_duration))
+                .ttl
+                .is_some_and(|ttl| !string(ttl).is_some_and(|ttl| is_duration(&ttl)))
             {
                 return Err(invalid_argument(
                     "Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration)",
                 ));
             }
-            if android.get("collapse_key").is_some_and(|v| !v.is_string()) {
+            if android.collapse_key.is_some_and(|v| !is_string(v)) {
                 return Err(invalid_argument(
                     "Invalid value at 'message.android.collapse_key'",
                 ));
             }
         }
-        let size = ["notification", "data"]
+        let size = [message.notification, message.data]
             .iter()
-            .filter_map(|field| message.get(*field))
-            .map(|value| value.to_string().len())
+            .flatten()
+            .map(|raw| raw.get().len())
             .sum::<usize>();
         if size > MAX_PAYLOAD {
             return Err(invalid_argument("Android message is too big"));
@@ -574,6 +564,75 @@ impl Fcm {
             }),
         }
     }
+}
+
+/// FCM's answer to an accepted message.
+#[derive(Serialize)]
+struct Sent<'a> {
+    name: &'a str,
+}
+
+/// A v1 send request, as far as the mock reads it.
+#[derive(Deserialize)]
+struct SendRequest<'a> {
+    #[serde(borrow)]
+    message: Option<Message<'a>>,
+}
+
+/// A v1 message: every field FCM knows; any other is refused, as FCM does.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Message<'a> {
+    #[allow(dead_code, reason = "known to FCM, accepted unchecked")]
+    #[serde(default)]
+    name: Option<IgnoredAny>,
+    #[serde(borrow, default)]
+    token: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    notification: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    android: Option<AndroidConfig<'a>>,
+    #[serde(borrow, default)]
+    data: Option<&'a RawValue>,
+    #[allow(dead_code, reason = "known to FCM, accepted unchecked")]
+    #[serde(default)]
+    apns: Option<IgnoredAny>,
+    #[allow(dead_code, reason = "known to FCM, accepted unchecked")]
+    #[serde(default)]
+    webpush: Option<IgnoredAny>,
+    #[allow(dead_code, reason = "known to FCM, accepted unchecked")]
+    #[serde(default)]
+    fcm_options: Option<IgnoredAny>,
+}
+
+/// `message.android`: the fields the mock checks (others pass unread).
+#[derive(Deserialize)]
+struct AndroidConfig<'a> {
+    #[serde(borrow, default)]
+    priority: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    ttl: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    collapse_key: Option<&'a RawValue>,
+}
+
+/// A JSON object's fields, each kept as the raw JSON text it was sent as
+/// (a handful per object: a B-tree compares a few keys, a hash map would
+/// hash every one).
+type Fields<'a> = BTreeMap<&'a str, &'a RawValue>;
+
+/// `raw` read as an object, if it is one.
+fn fields(raw: &RawValue) -> Option<Fields<'_>> {
+    serde_json::from_str(raw.get()).ok()
+}
+
+fn is_string(raw: &RawValue) -> bool {
+    raw.get().starts_with('"')
+}
+
+/// `raw` read as a string, if it is one.
+fn string(raw: &RawValue) -> Option<Cow<'_, str>> {
+    serde_json::from_str(raw.get()).ok()
 }
 
 /// A protobuf Duration in JSON: seconds with up to nine decimals and `s`.

@@ -242,11 +242,14 @@ where
 pub struct ConnectionId(pub u64);
 
 /// A response with a JSON body.
-pub fn json_response(status: u16, body: &serde_json::Value) -> Response<Bytes> {
+pub fn json_response(status: u16, body: &impl serde::Serialize) -> Response<Bytes> {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     Response::builder()
         .status(status)
-        .header("content-type", "application/json; charset=UTF-8")
+        .header(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json; charset=UTF-8"),
+        )
         .body(Bytes::from(bytes))
         .unwrap_or_else(|_| Response::new(Bytes::new()))
 }
