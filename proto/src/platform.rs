@@ -123,22 +123,20 @@ pub fn normalize_token(platform: Platform, token: &str) -> Result<String, TokenE
             Ok(token.to_ascii_lowercase())
         }
         Platform::Android => {
-            // Valid tokens are ASCII: checked byte by byte, and characters
-            // decoded only to name what is wrong with an invalid one.
-            if token.bytes().all(|b| is_fcm_token_char(char::from(b))) {
-                if !(FCM_TOKEN_MIN_LEN..=FCM_TOKEN_MAX_LEN).contains(&token.len()) {
-                    return Err(TokenError::FcmLength(token.len()));
-                }
-                return Ok(token.to_owned());
-            }
-            let len = token.chars().count();
+            // Valid tokens are ASCII, where the length in bytes is the
+            // length in characters: no counting pass for them.
+            let len = if token.is_ascii() {
+                token.len()
+            } else {
+                token.chars().count()
+            };
             if !(FCM_TOKEN_MIN_LEN..=FCM_TOKEN_MAX_LEN).contains(&len) {
                 return Err(TokenError::FcmLength(len));
             }
-            match token.chars().find(|c| !is_fcm_token_char(*c)) {
-                Some(bad) => Err(TokenError::FcmCharacter(bad)),
-                None => Ok(token.to_owned()),
+            if let Some(bad) = token.chars().find(|c| !is_fcm_token_char(*c)) {
+                return Err(TokenError::FcmCharacter(bad));
             }
+            Ok(token.to_owned())
         }
     }
 }

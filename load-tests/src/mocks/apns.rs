@@ -288,30 +288,35 @@ impl Apns {
         }
         let (parts, body) = request.into_parts();
         let headers = ApnsHeaders::read(&parts.headers)?;
-        let header = |name: &str| headers.get(name);
-        self.authenticate(header("authorization"), connection)?;
+        self.authenticate(headers.get("authorization"), connection)?;
 
-        match header("apns-topic") {
+        match headers.get("apns-topic") {
             None => return Err(refuse(400, "MissingTopic")),
             Some(topic) if topic != self.bundle_id => return Err(refuse(400, "DeviceTokenNotForTopic")),
             Some(_) => {}
         }
-        let push_type = header("apns-push-type").unwrap_or_default();
+        let push_type = headers.get("apns-push-type").unwrap_or_default();
         if !matches!(push_type, "alert" | "background") {
             return Err(refuse(400, "InvalidPushType"));
         }
-        match header("apns-priority") {
+        match headers.get("apns-priority") {
             None | Some("10") if push_type == "alert" => {}
             None | Some("5") => {}
             Some(_) => return Err(refuse(400, "BadPriority")),
         }
-        if header("apns-expiration").is_some_and(|v| v.parse::<u64>().is_err()) {
+        if headers
+            .get("apns-expiration")
+            .is_some_and(|v| v.parse::<u64>().is_err())
+        {
             return Err(refuse(400, "BadExpirationDate"));
         }
-        if header("apns-collapse-id").is_some_and(|v| v.len() > 64) {
+        if headers.get("apns-collapse-id").is_some_and(|v| v.len() > 64) {
             return Err(refuse(400, "BadCollapseId"));
         }
-        if header("apns-id").is_some_and(|v| uuid::Uuid::parse_str(v).is_err()) {
+        if headers
+            .get("apns-id")
+            .is_some_and(|v| uuid::Uuid::parse_str(v).is_err())
+        {
             return Err(refuse(400, "BadMessageId"));
         }
 

@@ -34,14 +34,12 @@ use serde_json::{Value, json};
 
 use super::control::{self, MockState};
 use super::faults::Verdict;
-use super::server::{Listener, Protocols, json_response, serve_tls};
+use super::server::{Listener, MAX_REQUEST_BODY, Protocols, json_response, serve_tls};
 use super::tls::TestPki;
 use super::{unix_ms, unix_s};
 
 pub const FCM_SCOPE: &str = "https://www.googleapis.com/auth/firebase.messaging";
 const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
-/// Largest send request read.
-const MAX_BODY: usize = 64 * 1024;
 /// Largest message payload (notification + data), as FCM enforces.
 const MAX_PAYLOAD: usize = 4000;
 /// Longest assertion lifetime Google accepts.
@@ -224,7 +222,7 @@ impl OAuth {
         if request.method() != Method::POST || request.uri().path() != "/token" {
             return json_response(404, &json!({"error": "not_found"}));
         }
-        if request.body().len() > MAX_BODY {
+        if request.body().len() > MAX_REQUEST_BODY {
             return oauth_error("invalid_request", "request too large");
         }
         let form: HashMap<String, String> =
@@ -404,7 +402,7 @@ impl Fcm {
             );
         }
         let body = request.into_body();
-        if body.len() > MAX_BODY {
+        if body.len() > MAX_REQUEST_BODY {
             return (
                 String::new(),
                 Err(invalid_argument("Request payload size exceeds the limit")),

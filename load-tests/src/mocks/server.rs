@@ -6,8 +6,9 @@
 //! hyper spawns. The mocks stand in for Apple's and Google's servers but
 //! share the benchmark's two cores with the pipeline they measure, so every
 //! microsecond they spend is taken from Clarion. Handlers get the request
-//! with its body read (at most [`MAX_REQUEST_BODY`] bytes and one more, so
-//! they can tell a body was too large).
+//! with its body read: over HTTP/2 at most [`MAX_REQUEST_BODY`] bytes and
+//! one more, so they can tell a body was too large; over HTTP/1.1 a larger
+//! body is answered 413 before the handler sees it.
 
 use std::convert::Infallible;
 use std::future::Future;
