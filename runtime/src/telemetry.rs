@@ -139,6 +139,9 @@ pub fn init(
             providers.push(provider);
         }
     }
+    // An empty `Vec` of layers hints "no level at all", which would switch
+    // every log line off too: no export layers means no layer, not an empty one.
+    let exports = (!exports.is_empty()).then_some(exports);
     tracing_subscriber::registry()
         .with(logs)
         .with(exports)
