@@ -114,13 +114,16 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
     }
     migrations::run_when_reachable(&settings.database.url, DATABASE_STARTUP_PATIENCE).await?;
     let pool = db::pool(&settings.database, "clarion-coordinator")?;
-    let broker = BrokerLink::spawn(settings.broker.url.clone(), "clarion-coordinator".into());
-
     let names = Names::new(settings.broker.namespace.clone());
+    let broker = BrokerLink::spawn(
+        settings.broker.url.clone(),
+        "clarion-coordinator".into(),
+        names.clone(),
+    );
 
     let refresh_every = settings.topic_count_max_age() / 2;
     let topic_counter = TopicCounter::new(pool.clone(), refresh_every).start();
-    let publisher = Publisher::new(broker.clone(), names.clone());
+    let publisher = Publisher::new(broker.clone());
     let planner = Planner::new(
         topic_counter.clone(),
         publisher.clone(),
@@ -135,7 +138,6 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         reports: QueueConsumer::start_pool(
             1,
             broker.clone(),
-            names.clone(),
             ConsumerSpec {
                 queue: names.reports_queue(),
                 prefetch: settings.reports_prefetch,
@@ -149,7 +151,6 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         dead_letters: QueueConsumer::start_pool(
             1,
             broker.clone(),
-            names.clone(),
             ConsumerSpec {
                 queue: names.dead_letter_watch_queue(),
                 prefetch: 16,
@@ -163,7 +164,6 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         cleanup: QueueConsumer::start_pool(
             1,
             broker.clone(),
-            names.clone(),
             ConsumerSpec {
                 queue: names.cleanup_queue(),
                 prefetch: settings.reports_prefetch,

@@ -215,12 +215,16 @@ async fn start_workers<C: PushChannel>(
     let (tx, rx) = oneshot::channel();
     let spawned = arbiter.spawn(async move {
         let names = Names::new(broker.namespace.clone());
-        let link = BrokerLink::spawn(broker.url.clone(), format!("clarion-dispatcher-{platform}"));
+        let link = BrokerLink::spawn(
+            broker.url.clone(),
+            format!("clarion-dispatcher-{platform}"),
+            names.clone(),
+        );
         subscribe(link.clone(), names.clone(), cancellations);
         let worker = BatchWorker {
             deliverer,
             runtime,
-            publisher: Publisher::new(link.clone(), names.clone()),
+            publisher: Publisher::new(link.clone()),
             names: names.clone(),
             platform,
         };
@@ -231,7 +235,7 @@ async fn start_workers<C: PushChannel>(
             name: format!("dispatcher-{platform}"),
         };
         let consumers: Vec<Recipient<StopConsuming>> =
-            QueueConsumer::start_pool(workers, link.clone(), names, spec, worker)
+            QueueConsumer::start_pool(workers, link.clone(), spec, worker)
                 .into_iter()
                 .map(|addr| addr.recipient())
                 .collect();

@@ -120,14 +120,18 @@ pub async fn start(settings: Settings) -> Result<Harvester, StartError> {
 fn start_workers(settings: &Settings) -> Result<Parts, StartError> {
     let pool = db::pool(&settings.database, "clarion-harvester")?;
     clarion_runtime::metrics::watch_pool(pool.clone(), "harvester");
-    let link = BrokerLink::spawn(settings.broker.url.clone(), "clarion-harvester".into());
     let names = Names::new(settings.broker.namespace.clone());
+    let link = BrokerLink::spawn(
+        settings.broker.url.clone(),
+        "clarion-harvester".into(),
+        names.clone(),
+    );
     let cancellations = Cancellations::default();
     subscribe(link.clone(), names.clone(), cancellations.clone());
     let worker = HarvestWorker {
         context: HarvestContext {
             pool: pool.clone(),
-            publisher: Publisher::new(link.clone(), names.clone()),
+            publisher: Publisher::new(link.clone()),
             names: names.clone(),
             batch_size: settings.batch_size as usize,
             publish_window: settings.publish_window as usize,
@@ -141,6 +145,6 @@ fn start_workers(settings: &Settings) -> Result<Parts, StartError> {
         prefetch: settings.prefetch,
         name: "harvester".into(),
     };
-    let workers = QueueConsumer::start_pool(usize::from(settings.workers), link.clone(), names, spec, worker);
+    let workers = QueueConsumer::start_pool(usize::from(settings.workers), link.clone(), spec, worker);
     Ok((pool, link, workers))
 }

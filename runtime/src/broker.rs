@@ -1,14 +1,25 @@
 //! A self-healing link to RabbitMQ: one AMQP connection per process, opened
 //! in the background with backoff and re-opened whenever it drops.
+//!
+//! The link declares the whole topology on each new connection, once, before
+//! it hands the connection out. Nothing else declares: when several channels
+//! of one process declared the same new quorum queue at once, the later
+//! declarations returned before the queue's Raft member had started, a
+//! `basic.consume` on it then crashed inside RabbitMQ 3.10
+//! (`{badmatch,{error,noproc}}` in `rabbit_quorum_queue:consume/3`), and the
+//! broker closed the whole connection with 541 `INTERNAL_ERROR` — losing the
+//! confirms of messages it had already enqueued, which were then sent again.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use clarion_proto::Names;
 use lapin::{Connection, ConnectionProperties};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::backoff::Backoff;
+use crate::topology;
 
 /// How often the link checks that its connection is still up.
 const HEALTH_POLL: Duration = Duration::from_millis(250);
@@ -21,10 +32,11 @@ pub struct BrokerLink {
 
 impl BrokerLink {
     /// Starts connecting to `url` on the current tokio runtime and keeps the
-    /// connection alive for as long as any clone of the link exists.
-    pub fn spawn(url: String, connection_name: String) -> Self {
+    /// connection alive for as long as any clone of the link exists; every
+    /// connection it hands out has the topology of `names` declared.
+    pub fn spawn(url: String, connection_name: String, names: Names) -> Self {
         let (tx, rx) = watch::channel(None);
-        tokio::spawn(keep_connected(url, connection_name, tx));
+        tokio::spawn(keep_connected(url, connection_name, names, tx));
         Self { current: rx }
     }
 
@@ -36,7 +48,8 @@ impl BrokerLink {
             .is_some_and(|conn| conn.status().connected())
     }
 
-    /// The open connection, waiting for one if the broker is away.
+    /// The open connection (topology declared), waiting for one if the
+    /// broker is away.
     pub async fn connection(&self) -> Arc<Connection> {
         let mut rx = self.current.clone();
         loop {
@@ -53,14 +66,14 @@ impl BrokerLink {
     }
 }
 
-async fn keep_connected(url: String, name: String, tx: watch::Sender<Option<Arc<Connection>>>) {
+async fn keep_connected(url: String, name: String, names: Names, tx: watch::Sender<Option<Arc<Connection>>>) {
     let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
     let properties = || ConnectionProperties::default().with_connection_name(name.clone().into());
     loop {
         if tx.is_closed() {
             return;
         }
-        match Connection::connect(&url, properties()).await {
+        match connect_and_declare(&url, properties(), &names).await {
             Ok(conn) => {
                 info!(connection = %name, "connected to rabbitmq");
                 backoff.reset();
@@ -83,4 +96,24 @@ async fn keep_connected(url: String, name: String, tx: watch::Sender<Option<Arc<
             }
         }
     }
+}
+
+/// Opens a connection and declares the topology on it, on one channel that
+/// is closed again; a connection whose declaration fails is closed.
+async fn connect_and_declare(
+    url: &str,
+    properties: ConnectionProperties,
+    names: &Names,
+) -> Result<Connection, lapin::Error> {
+    let conn = Connection::connect(url, properties).await?;
+    let declared = async {
+        let channel = conn.create_channel().await?;
+        topology::declare(&channel, names).await?;
+        channel.close(200, "topology declared".into()).await
+    };
+    if let Err(err) = declared.await {
+        let _ = conn.close(200, "topology not declared".into()).await;
+        return Err(err);
+    }
+    Ok(conn)
 }

@@ -23,8 +23,6 @@ use tracing::{info, warn};
 
 use crate::backoff::Backoff;
 use crate::broker::BrokerLink;
-use crate::topology;
-use clarion_proto::Names;
 
 /// What to consume and how much to prefetch.
 #[derive(Debug, Clone)]
@@ -43,7 +41,6 @@ pub trait DeliveryHandler: Clone + Unpin + 'static {
 
 pub struct QueueConsumer<H: DeliveryHandler> {
     link: BrokerLink,
-    names: Names,
     spec: ConsumerSpec,
     handler: H,
     channel: Option<Channel>,
@@ -61,10 +58,9 @@ pub struct QueueConsumer<H: DeliveryHandler> {
 pub struct StopConsuming;
 
 impl<H: DeliveryHandler> QueueConsumer<H> {
-    pub fn new(link: BrokerLink, names: Names, spec: ConsumerSpec, handler: H) -> Self {
+    pub fn new(link: BrokerLink, spec: ConsumerSpec, handler: H) -> Self {
         Self {
             link,
-            names,
             spec,
             handler,
             channel: None,
@@ -76,7 +72,7 @@ impl<H: DeliveryHandler> QueueConsumer<H> {
 
     /// Opens a channel and starts consuming; on failure tries again later.
     fn open(&mut self, ctx: &mut Context<Self>) {
-        let opening = open(self.link.clone(), self.names.clone(), self.spec.clone());
+        let opening = open(self.link.clone(), self.spec.clone());
         ctx.wait(opening.into_actor(self).map(|result, consumer, ctx| {
             if consumer.stopping {
                 return;
@@ -111,31 +107,21 @@ impl<H: DeliveryHandler> QueueConsumer<H> {
     }
 
     /// Starts `count` consumers on the current arbiter.
-    pub fn start_pool(
-        count: usize,
-        link: BrokerLink,
-        names: Names,
-        spec: ConsumerSpec,
-        handler: H,
-    ) -> Vec<Addr<Self>> {
+    pub fn start_pool(count: usize, link: BrokerLink, spec: ConsumerSpec, handler: H) -> Vec<Addr<Self>> {
         (0..count.max(1))
             .map(|i| {
                 let mut spec = spec.clone();
                 spec.name = format!("{}-{i}", spec.name);
-                Self::new(link.clone(), names.clone(), spec, handler.clone()).start()
+                Self::new(link.clone(), spec, handler.clone()).start()
             })
             .collect()
     }
 }
 
-async fn open(
-    link: BrokerLink,
-    names: Names,
-    spec: ConsumerSpec,
-) -> Result<(Channel, Consumer), lapin::Error> {
+async fn open(link: BrokerLink, spec: ConsumerSpec) -> Result<(Channel, Consumer), lapin::Error> {
+    // The link declared the queue on this connection before handing it out.
     let connection = link.connection().await;
     let channel = connection.create_channel().await?;
-    topology::declare(&channel, &names).await?;
     channel
         .basic_qos(spec.prefetch.max(1), BasicQosOptions::default())
         .await?;

@@ -20,7 +20,6 @@ use uuid::Uuid;
 use crate::broker::BrokerLink;
 use crate::message::properties;
 use crate::publisher::{Outgoing, PublishError, Publisher};
-use crate::topology;
 
 /// Cancellations remembered per process: far more notifications than are
 /// ever in flight at once; the oldest are forgotten first.
@@ -80,7 +79,6 @@ pub fn subscribe(
 async fn listen(link: &BrokerLink, names: &Names, cancellations: &Cancellations) -> Result<(), lapin::Error> {
     let connection = link.connection().await;
     let channel = connection.create_channel().await?;
-    topology::declare(&channel, names).await?;
     let options = QueueDeclareOptions {
         exclusive: true,
         auto_delete: true,

@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use clarion_proto::Names;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::{BasicProperties, Channel};
 use lapin::{Confirmation, PublisherConfirm};
@@ -16,7 +15,6 @@ use tracing::warn;
 
 use crate::backoff::Backoff;
 use crate::broker::BrokerLink;
-use crate::topology;
 
 /// A message ready to go.
 #[derive(Debug, Clone)]
@@ -50,7 +48,6 @@ pub enum PublishError {
 #[derive(Clone)]
 pub struct Publisher {
     link: BrokerLink,
-    names: Names,
     channel: Arc<Mutex<Option<Channel>>>,
 }
 
@@ -77,16 +74,16 @@ impl PendingConfirm {
 }
 
 impl Publisher {
-    pub fn new(link: BrokerLink, names: Names) -> Self {
+    pub fn new(link: BrokerLink) -> Self {
         Self {
             link,
-            names,
             channel: Arc::default(),
         }
     }
 
-    /// The open confirm-mode channel, opening (and declaring the topology
-    /// on) a new one when there is none or the last one closed.
+    /// The open confirm-mode channel, opening a new one when there is none
+    /// or the last one closed (the link declared the topology on its
+    /// connection).
     async fn channel(&self) -> Result<Channel, lapin::Error> {
         let mut slot = self.channel.lock().await;
         if let Some(channel) = slot.as_ref()
@@ -96,7 +93,6 @@ impl Publisher {
         }
         let connection = self.link.connection().await;
         let channel = connection.create_channel().await?;
-        topology::declare(&channel, &self.names).await?;
         channel.confirm_select(ConfirmSelectOptions::default()).await?;
         *slot = Some(channel.clone());
         Ok(channel)
@@ -161,6 +157,7 @@ impl Publisher {
             warn!(
                 attempt,
                 unconfirmed = failed.len(),
+                error = %last.as_ref().map_or_else(String::new, ToString::to_string),
                 "publishes not confirmed; retrying"
             );
             pending = failed;

@@ -146,12 +146,17 @@ impl Cluster {
         let coordinator = clarion_coordinator::start(settings)
             .await
             .expect("coordinator starts");
+        let base = format!("http://{}", coordinator.addr());
+        let http = Client::new();
+        // The coordinator declares the topology before it is ready; services
+        // started later find every queue complete.
+        wait_until_ready(&http, &base).await;
         let amqp = Connection::connect(&broker.url, ConnectionProperties::default())
             .await
             .expect("test connection to RabbitMQ");
         let mut cluster = Self {
-            base: format!("http://{}", coordinator.addr()),
-            http: Client::new(),
+            base,
+            http,
             db,
             broker,
             names,
@@ -379,5 +384,21 @@ impl Cluster {
             coordinator.stop().await;
         }
         let _ = self.amqp.close(200, "test done".into()).await;
+    }
+}
+
+/// Polls `{base}/readyz` until it answers 200; panics after a minute.
+async fn wait_until_ready(http: &Client, base: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = http.get(format!("{base}/readyz")).send().await;
+        if answer.as_ref().is_ok_and(|r| r.status() == StatusCode::OK) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{base} not ready within a minute: {answer:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
