@@ -258,6 +258,7 @@ async fn retry_after_is_honoured() {
     let started = Instant::now();
     let id = send(&cluster, json!({"topics": ["t"], "body": "patience"})).await;
     // Let the first attempts be refused, then open the gates.
+    let deadline = Instant::now() + WAIT;
     while !cluster
         .mocks()
         .state(Platform::Android)
@@ -266,6 +267,7 @@ async fn retry_after_is_honoured() {
         .by_status
         .contains_key(&429)
     {
+        assert!(Instant::now() < deadline, "FCM was never asked");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     fcm.set(FaultConfig::default());
@@ -384,7 +386,9 @@ async fn a_cancel_in_the_middle_of_a_large_send_stops_it() {
     });
 
     let id = send(&cluster, json!({"topics": ["t"], "body": "wrong alert"})).await;
+    let deadline = Instant::now() + WAIT;
     while fcm.accounting.stats().accepted < 300 {
+        assert!(Instant::now() < deadline, "the dispatcher never got going");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let response = cluster

@@ -11,7 +11,6 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);
-const SETTLE: Duration = Duration::from_millis(500);
 
 fn options(harvesters: usize, coordinator: &[&str], harvester: &[&str]) -> ClusterOptions {
     ClusterOptions {
@@ -94,10 +93,13 @@ async fn overlapping_topics_yield_every_subscribed_token_once_on_its_platform_qu
     assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
     assert_eq!(accepted["status"], "harvesting");
     let id = id_of(&accepted);
+    let status = cluster
+        .wait_for_status(&id, WAIT, |s| s["status"] == "dispatching")
+        .await;
 
     for platform in Platform::ALL {
         let want = expected(platform);
-        let batches = cluster.drain_batches(platform, want.len(), WAIT, SETTLE).await;
+        let batches = cluster.take_queued_batches(platform).await;
         let got = tokens_of(&batches, platform);
         assert_eq!(
             got.keys().cloned().collect::<HashSet<_>>(),
@@ -124,9 +126,6 @@ async fn overlapping_topics_yield_every_subscribed_token_once_on_its_platform_qu
         }
     }
 
-    let status = cluster
-        .wait_for_status(&id, WAIT, |s| s["status"] == "dispatching")
-        .await;
     assert_eq!(status["audience"]["ios"], expected(Platform::Ios).len());
     assert_eq!(status["audience"]["android"], expected(Platform::Android).len());
     assert_eq!(status["audience"]["total"], targeted.len());
@@ -153,9 +152,10 @@ async fn the_same_id_sent_twice_is_sent_once() {
     let (conflict, problem) = cluster.send(&changed).await;
     assert_eq!(conflict, StatusCode::CONFLICT, "{problem}");
 
-    let batches = cluster
-        .drain_batches(Platform::Android, 120, WAIT, Duration::from_secs(1))
+    cluster
+        .wait_for_status(&id, WAIT, |s| s["status"] == "dispatching")
         .await;
+    let batches = cluster.take_queued_batches(Platform::Android).await;
     let got = tokens_of(&batches, Platform::Android);
     assert_eq!(got.len(), 120);
     let repeated = repeated_tokens(&batches, &got);
@@ -205,9 +205,11 @@ async fn a_harvester_killed_mid_job_leaves_the_job_to_another() {
     );
 
     cluster.start_harvester(&["--harvest-publish-window=64"]).await;
-    let batches = cluster
-        .drain_batches(Platform::Ios, DEVICES as usize, WAIT, Duration::from_secs(1))
+    let status = cluster
+        .wait_for_status(&id, WAIT, |s| s["status"] == "dispatching")
         .await;
+    assert_eq!(status["audience"]["ios"], DEVICES, "the job is counted once");
+    let batches = cluster.take_queued_batches(Platform::Ios).await;
     let got = tokens_of(&batches, Platform::Ios);
     assert_eq!(got.len() as u64, DEVICES, "every device still gets its batch");
     let repeated = got.values().filter(|&&n| n > 1).count();
@@ -215,10 +217,6 @@ async fn a_harvester_killed_mid_job_leaves_the_job_to_another() {
         repeated > 0,
         "the second harvester re-sent what the first had published"
     );
-    let status = cluster
-        .wait_for_status(&id, WAIT, |s| s["status"] == "dispatching")
-        .await;
-    assert_eq!(status["audience"]["ios"], DEVICES, "the job is counted once");
     cluster.stop().await;
 }
 
@@ -273,9 +271,8 @@ async fn harvesters_recover_when_their_database_connections_are_cut() {
     cluster
         .wait_for_status(&id_of(&first), WAIT, |s| s["status"] == "dispatching")
         .await;
-    cluster
-        .drain_batches(Platform::Ios, 50, WAIT, Duration::ZERO)
-        .await;
+    let first_batches = cluster.take_queued_batches(Platform::Ios).await;
+    assert_eq!(tokens_of(&first_batches, Platform::Ios).len(), 50);
 
     // What a database restart looks like to the harvester's pool.
     let cut = cluster

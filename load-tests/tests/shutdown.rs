@@ -23,9 +23,11 @@ async fn sigterm_mid_send_loses_nothing_and_exits_zero() {
     let namespace = TestNamespace::new();
     let mocks = Mocks::start().await;
     for platform in Platform::ALL {
-        // A real round trip's worth of latency keeps the send going a while.
+        // A slow provider keeps the send going for a few seconds (about 2k
+        // pushes/s a dispatcher), so the signals surely land mid-send even
+        // when this test's own thread is slow to notice that it started.
         mocks.state(platform).faults.set(FaultConfig {
-            latency_ms: 3.0,
+            latency_ms: 10.0,
             ..FaultConfig::default()
         });
     }

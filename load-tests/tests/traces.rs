@@ -3,7 +3,7 @@
 //! test binary: the tracing subscriber is process-wide.)
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clarion_load_tests::testkit::otlp::{OtlpReceiver, ReceivedSpan};
 use clarion_load_tests::testkit::{Cluster, ClusterOptions, alternating_devices, seed_devices};
@@ -19,7 +19,7 @@ const WAIT: Duration = Duration::from_secs(60);
 #[actix_web::test]
 async fn a_notification_is_one_trace_across_every_process_and_queue() {
     let receiver = OtlpReceiver::start().await;
-    let telemetry = telemetry::init(
+    let _telemetry = telemetry::init(
         &LogSettings {
             format: LogFormat::Text,
             filter: "info".into(),
@@ -68,10 +68,38 @@ async fn a_notification_is_one_trace_across_every_process_and_queue() {
         .unwrap()
         .get(0);
 
-    // Spans end as their work ends; give the last ones a moment, then flush.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    telemetry.flush();
-    let spans = receiver.spans();
+    // Spans are exported as their work ends, a little after the status
+    // moves (the batch processor sends every 500 ms): wait until the ones
+    // this test counts have all arrived.
+    let planned = status["jobs"]["planned"].as_i64().unwrap();
+    let deadline = Instant::now() + WAIT;
+    let spans = loop {
+        let spans = receiver.spans();
+        let of = |name: &str| {
+            spans
+                .iter()
+                .filter(|s| s.trace_id == trace_id && s.name == name)
+                .count() as i64
+        };
+        // At least as many as expected: the assertions below check exactly.
+        if of("POST /api/v1/notifications") >= 1
+            && of("harvest shard job") >= planned
+            && of("stream registrations") >= planned
+            && of("deliver batch") >= batches
+        {
+            break spans;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "spans of the trace still missing after {WAIT:?}: request {}, jobs {} / {planned}, \
+             queries {} / {planned}, batches {} / {batches}",
+            of("POST /api/v1/notifications"),
+            of("harvest shard job"),
+            of("stream registrations"),
+            of("deliver batch"),
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     let of_notification: Vec<&ReceivedSpan> = spans
         .iter()
         .filter(|s| s.attributes.get("notification.id") == Some(&id))
@@ -89,11 +117,7 @@ async fn a_notification_is_one_trace_across_every_process_and_queue() {
     for service in ["clarion-coordinator", "clarion-harvester", "clarion-dispatcher"] {
         assert!(services.contains(service), "{service} missing from {services:?}");
     }
-    assert_eq!(
-        count("harvest shard job"),
-        status["jobs"]["planned"].as_i64().unwrap(),
-        "one span per shard job"
-    );
+    assert_eq!(count("harvest shard job"), planned, "one span per shard job");
     assert_eq!(count("deliver batch"), batches, "one span per batch");
     assert_eq!(
         count("stream registrations"),

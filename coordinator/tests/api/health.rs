@@ -1,6 +1,6 @@
 //! Liveness, readiness and the OpenAPI document.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
@@ -11,8 +11,10 @@ use crate::common::*;
 async fn ready_once_the_database_and_the_broker_are_reachable() {
     let app = TestCoordinator::start().await;
     let mut last = Value::Null;
-    // The broker link connects in the background; give it a moment.
-    for _ in 0..50 {
+    // The broker link connects (and declares the topology) in the
+    // background: wait for it, as long as a cold start on a busy box takes.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
         let response = app.request(Method::GET, "/readyz", None).send().await.unwrap();
         let status = response.status();
         last = response.json().await.unwrap();

@@ -11,8 +11,7 @@ use clarion_proto::codec::decode;
 use clarion_proto::{Names, Platform, TokenBatch};
 use clarion_runtime::BrokerSettings;
 use clarion_runtime::testing::{TestDatabase, TestNamespace};
-use futures::StreamExt;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, QueueDeclareOptions};
+use lapin::options::{BasicAckOptions, BasicGetOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties};
 use reqwest::{Client, StatusCode};
@@ -319,55 +318,25 @@ impl Cluster {
         depth
     }
 
-    /// Acts as `platform`'s dispatcher: takes token batches off its queue
-    /// until `tokens` tokens arrived, then for `settle` more (to catch
-    /// duplicates); panics if fewer arrive within `timeout`.
-    pub async fn drain_batches(
-        &self,
-        platform: Platform,
-        tokens: usize,
-        timeout: Duration,
-        settle: Duration,
-    ) -> Vec<TokenBatch> {
+    /// Acts as `platform`'s dispatcher once the harvest is over: takes every
+    /// token batch waiting on its queue, until the queue is empty. Call it
+    /// after the notification's jobs are all done (status `dispatching`):
+    /// a job is done only once its batches are confirmed, so then every
+    /// batch — and every duplicate — is already queued.
+    pub async fn take_queued_batches(&self, platform: Platform) -> Vec<TokenBatch> {
         let channel = self.amqp.create_channel().await.expect("channel");
-        let mut consumer = channel
-            .basic_consume(
-                self.names.deliver_queue(platform).as_str().into(),
-                "test-drain".into(),
-                BasicConsumeOptions::default(),
-                FieldTable::default(),
-            )
+        let queue = self.names.deliver_queue(platform);
+        let mut batches = Vec::new();
+        while let Some(message) = channel
+            .basic_get(queue.as_str().into(), BasicGetOptions::default())
             .await
-            .expect("consume the delivery queue");
-        let mut batches: Vec<TokenBatch> = Vec::new();
-        let mut received = 0;
-        let deadline = Instant::now() + timeout;
-        let mut settle_until: Option<Instant> = None;
-        loop {
-            let until = settle_until.unwrap_or(deadline);
-            let now = Instant::now();
-            if now >= until {
-                break;
-            }
-            match tokio::time::timeout(until - now, consumer.next()).await {
-                Ok(Some(Ok(delivery))) => {
-                    let batch: TokenBatch = decode(&delivery.data).expect("a token batch");
-                    received += batch.tokens.len();
-                    batches.push(batch);
-                    delivery.ack(BasicAckOptions::default()).await.expect("ack");
-                    if received >= tokens && settle_until.is_none() {
-                        settle_until = Some(Instant::now() + settle);
-                    }
-                }
-                Ok(_) => break,
-                Err(_) => break,
-            }
+            .expect("get from the delivery queue")
+        {
+            let delivery = message.delivery;
+            batches.push(decode::<TokenBatch>(&delivery.data).expect("a token batch"));
+            delivery.ack(BasicAckOptions::default()).await.expect("ack");
         }
         let _ = channel.close(200, "done".into()).await;
-        assert!(
-            received >= tokens,
-            "{platform}: {received} of {tokens} tokens arrived within {timeout:?}"
-        );
         batches
     }
 
