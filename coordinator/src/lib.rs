@@ -1,5 +1,7 @@
-//! Clarion's coordinator: the HTTP API for device registrations (and, as the
-//! pipeline grows, notifications), the topic counter, and the database schema.
+//! Clarion's coordinator: the HTTP API (registrations, topics,
+//! notifications, cancel), the schema and its migrations, the planner and
+//! the topic counter (its actors), and the handlers of the reports, cleanup
+//! and dead-letter queues that turn reports into progress and cleanups.
 //!
 //! [`start`] builds the whole service; `main` and the integration tests both
 //! use it. It must run inside an actix `System`.
@@ -8,8 +10,8 @@ pub mod actors;
 pub mod api;
 pub mod auth;
 pub mod config;
-pub mod consumers;
 pub mod error;
+pub mod handlers;
 pub mod migrations;
 pub mod planning;
 pub mod sending;
@@ -22,9 +24,9 @@ use actix::{Actor, Addr};
 use actix_web::dev::ServerHandle;
 use actix_web::{App, HttpServer, web};
 use clarion_proto::Names;
-use clarion_runtime::consumer::{ConsumerSpec, QueueConsumer, stop_recipients};
+use clarion_runtime::amqp::consumer::{ConsumerSpec, QueueConsumer, stop_recipients};
+use clarion_runtime::amqp::publisher::Publisher;
 use clarion_runtime::health::Readiness;
-use clarion_runtime::publisher::Publisher;
 use clarion_runtime::telemetry::TraceService;
 use clarion_runtime::{BrokerLink, db};
 use tracing::{info, warn};
@@ -33,9 +35,9 @@ use crate::actors::planner::Planner;
 use crate::actors::topic_counter::TopicCounter;
 use crate::api::AppState;
 pub use crate::config::Settings;
-use crate::consumers::cleanup::CleanupHandler;
-use crate::consumers::dead_letters::DeadLetterHandler;
-use crate::consumers::reports::ReportHandler;
+use crate::handlers::cleanup::CleanupHandler;
+use crate::handlers::dead_letters::DeadLetterHandler;
+use crate::handlers::reports::ReportHandler;
 use crate::migrations::MigrationError;
 
 /// How the coordinator's spans are exported.

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use clarion_proto::{ACCEPT_BUCKET_MS, AcceptBucket, DeliveryCounts, TokenBatch};
-use clarion_runtime::control::Cancellations;
+use clarion_runtime::amqp::control::Cancellations;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};

@@ -8,12 +8,12 @@
 //! runtime (`CLARION_DISPATCH_THREADS`). [`Dispatcher::kill`] stops both
 //! abruptly, which is what a crash looks like to RabbitMQ.
 
-pub mod actors;
 pub mod apns;
 pub mod channel;
 pub mod config;
 pub mod delivery;
 pub mod fcm;
+pub mod handlers;
 pub mod http2;
 
 use std::sync::Arc;
@@ -21,20 +21,20 @@ use std::sync::Arc;
 use actix::{Arbiter, Recipient};
 use clarion_proto::{Names, Platform};
 use clarion_runtime::BrokerLink;
-use clarion_runtime::consumer::{ConsumerSpec, QueueConsumer, StopConsuming, stop_recipients};
-use clarion_runtime::control::{Cancellations, subscribe};
+use clarion_runtime::amqp::consumer::{ConsumerSpec, QueueConsumer, StopConsuming, stop_recipients};
+use clarion_runtime::amqp::control::{Cancellations, subscribe};
+use clarion_runtime::amqp::publisher::Publisher;
 use clarion_runtime::health::{HealthServer, Readiness};
-use clarion_runtime::publisher::Publisher;
 use clarion_runtime::telemetry::TraceService;
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
-use crate::actors::batch_worker::BatchWorker;
 use crate::apns::ApnsChannel;
 use crate::channel::PushChannel;
 pub use crate::config::Settings;
 use crate::delivery::{Deliverer, Limits};
 use crate::fcm::FcmChannel;
+use crate::handlers::token_batches::TokenBatchHandler;
 use crate::http2::PoolLimits;
 
 /// How the dispatcher's spans are exported (its platform as an attribute).
@@ -221,7 +221,7 @@ async fn start_workers<C: PushChannel>(
             names.clone(),
         );
         subscribe(link.clone(), names.clone(), cancellations);
-        let worker = BatchWorker {
+        let handler = TokenBatchHandler {
             deliverer,
             runtime,
             publisher: Publisher::new(link.clone()),
@@ -235,7 +235,7 @@ async fn start_workers<C: PushChannel>(
             name: format!("dispatcher-{platform}"),
         };
         let consumers: Vec<Recipient<StopConsuming>> =
-            QueueConsumer::start_pool(workers, link.clone(), spec, worker)
+            QueueConsumer::start_pool(workers, link.clone(), spec, handler)
                 .into_iter()
                 .map(|addr| addr.recipient())
                 .collect();

@@ -1,31 +1,32 @@
-//! Clarion's harvester: a pool of harvest actors that claim shard jobs,
+//! Clarion's harvester: a pool of harvest workers that claim shard jobs,
 //! stream their audience out of PostgreSQL through a bounded pool and
-//! publish per-platform token batches (see [`actors::harvest_worker`]).
+//! publish per-platform token batches. Each worker is one `QueueConsumer`
+//! actor running the [`handlers::shard_jobs`] handler.
 //!
-//! The actors, their database pool and their broker connection all live on
+//! The workers, their database pool and their broker connection all live on
 //! one dedicated arbiter (thread); [`Harvester::kill`] stops it abruptly,
 //! which is what a crash looks like to PostgreSQL and RabbitMQ.
 
-pub mod actors;
 pub mod batching;
 pub mod config;
+pub mod handlers;
 pub mod harvest;
 
 use std::time::Duration;
 
 use actix::{Addr, Arbiter};
 use clarion_proto::Names;
-use clarion_runtime::consumer::{ConsumerSpec, QueueConsumer, stop_all};
-use clarion_runtime::control::{Cancellations, subscribe};
+use clarion_runtime::amqp::consumer::{ConsumerSpec, QueueConsumer, stop_all};
+use clarion_runtime::amqp::control::{Cancellations, subscribe};
+use clarion_runtime::amqp::publisher::Publisher;
 use clarion_runtime::health::{HealthServer, Readiness};
-use clarion_runtime::publisher::Publisher;
 use clarion_runtime::telemetry::TraceService;
 use clarion_runtime::{BrokerLink, PgPool, db};
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
-use crate::actors::harvest_worker::HarvestWorker;
 pub use crate::config::Settings;
+use crate::handlers::shard_jobs::ShardJobHandler;
 use crate::harvest::HarvestContext;
 
 /// How the harvester's spans are exported.
@@ -51,7 +52,7 @@ pub enum StartError {
 pub struct Harvester {
     pub health: HealthServer,
     arbiter: Arbiter,
-    workers: Vec<Addr<QueueConsumer<HarvestWorker>>>,
+    workers: Vec<Addr<QueueConsumer<ShardJobHandler>>>,
     readiness: Readiness,
     grace: Duration,
 }
@@ -82,7 +83,7 @@ impl Harvester {
     }
 }
 
-type Parts = (PgPool, BrokerLink, Vec<Addr<QueueConsumer<HarvestWorker>>>);
+type Parts = (PgPool, BrokerLink, Vec<Addr<QueueConsumer<ShardJobHandler>>>);
 
 /// Starts the harvest actors on their own arbiter and serves the health
 /// endpoints. Must run inside an actix `System`.
@@ -128,7 +129,7 @@ fn start_workers(settings: &Settings) -> Result<Parts, StartError> {
     );
     let cancellations = Cancellations::default();
     subscribe(link.clone(), names.clone(), cancellations.clone());
-    let worker = HarvestWorker {
+    let handler = ShardJobHandler {
         context: HarvestContext {
             pool: pool.clone(),
             publisher: Publisher::new(link.clone()),
@@ -145,6 +146,6 @@ fn start_workers(settings: &Settings) -> Result<Parts, StartError> {
         prefetch: settings.prefetch,
         name: "harvester".into(),
     };
-    let workers = QueueConsumer::start_pool(usize::from(settings.workers), link.clone(), spec, worker);
+    let workers = QueueConsumer::start_pool(usize::from(settings.workers), link.clone(), spec, handler);
     Ok((pool, link, workers))
 }

@@ -239,7 +239,7 @@ pub async fn delete_namespace(amqp_url: &str, namespace: &str) {
     if let Ok(connection) = lapin::Connection::connect(amqp_url, lapin::ConnectionProperties::default()).await
     {
         if let Ok(channel) = connection.create_channel().await {
-            let _ = clarion_runtime::topology::delete(&channel, &names).await;
+            let _ = clarion_runtime::amqp::topology::delete(&channel, &names).await;
         }
         let _ = connection.close(200, "run done".into()).await;
     }

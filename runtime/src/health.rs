@@ -10,7 +10,7 @@ use serde::Serialize;
 use tracing::warn;
 use utoipa::ToSchema;
 
-use crate::broker::BrokerLink;
+use crate::amqp::broker::BrokerLink;
 use crate::db::{PgPool, ping};
 
 /// A readiness probe must answer quickly even when the database hangs.

@@ -134,7 +134,7 @@ async fn delete_namespace(settings: &BrokerSettings) {
     let connection = lapin::Connection::connect(&settings.url, lapin::ConnectionProperties::default()).await;
     if let Ok(connection) = connection {
         if let Ok(channel) = connection.create_channel().await {
-            let _ = crate::topology::delete(&channel, &names).await;
+            let _ = crate::amqp::topology::delete(&channel, &names).await;
         }
         let _ = connection.close(200, "test done".into()).await;
     }

@@ -15,8 +15,8 @@ use actix::Addr;
 use actix_web::{HttpRequest, HttpResponse, web};
 use clarion_proto::Names;
 use clarion_runtime::PgPool;
+use clarion_runtime::amqp::publisher::Publisher;
 use clarion_runtime::health;
-use clarion_runtime::publisher::Publisher;
 
 use crate::actors::planner::Planner;
 use crate::actors::topic_counter::TopicCounter;

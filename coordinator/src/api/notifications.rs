@@ -6,7 +6,7 @@ use actix_web::http::header::{self, ETAG, EntityTag, IfNoneMatch};
 use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use chrono::{DateTime, Utc};
 use clarion_proto::{Notification, Priority};
-use clarion_runtime::control::publish_cancel;
+use clarion_runtime::amqp::control::publish_cancel;
 use clarion_runtime::db::DbError;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -16,8 +16,8 @@ use uuid::Uuid;
 
 use super::AppState;
 use crate::auth::{Caller, Scope};
-use crate::consumers::NINETY_IN_TWO_MS;
 use crate::error::{ApiError, Problem};
+use crate::handlers::NINETY_IN_TWO_MS;
 use crate::sending::{Accepted, accept};
 use crate::store::delivery::{self, Timings};
 use crate::store::notifications::{self as store, Cancel, PlatformDelivery, StoredNotification};

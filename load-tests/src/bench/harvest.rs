@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clarion_proto::{Names, Platform};
-use clarion_runtime::topology;
+use clarion_runtime::amqp::topology;
 use futures::StreamExt;
 use lapin::options::{BasicConsumeOptions, BasicQosOptions};
 use lapin::types::FieldTable;

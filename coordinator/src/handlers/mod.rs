@@ -1,6 +1,7 @@
 //! What the coordinator does with the messages it consumes. Each handler is
-//! run by `clarion_runtime::consumer::QueueConsumer`, a supervised actor per
-//! queue that hands it one delivery at a time.
+//! run by `clarion_runtime::amqp::consumer::QueueConsumer`, one actor per
+//! queue, which hands it one delivery at a time and reopens its channel
+//! itself when the broker drops it (no actix `Supervisor`).
 
 pub mod cleanup;
 pub mod dead_letters;
@@ -13,7 +14,7 @@ use clarion_runtime::backoff::Backoff;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use clarion_proto::names::headers;
-use clarion_runtime::message::{header_text, trace_parent};
+use clarion_runtime::amqp::message::{header_text, trace_parent};
 use lapin::message::Delivery;
 use tracing::{error, info, warn};
 use tracing_opentelemetry::OpenTelemetrySpanExt;

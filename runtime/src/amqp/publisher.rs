@@ -13,8 +13,8 @@ use lapin::{Confirmation, PublisherConfirm};
 use tokio::sync::Mutex;
 use tracing::warn;
 
+use crate::amqp::broker::BrokerLink;
 use crate::backoff::Backoff;
-use crate::broker::BrokerLink;
 
 /// A message ready to go.
 #[derive(Debug, Clone)]

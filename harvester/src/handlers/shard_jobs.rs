@@ -1,8 +1,8 @@
-//! The harvest worker: what each harvest actor does with a shard job.
+//! The shard-job handler: what a harvest worker does with each shard job.
 //!
-//! The actors are `clarion_runtime::consumer::QueueConsumer`s on the harvest
-//! queue (manual ack, bounded prefetch), supervised and restarted on
-//! failure; each hands its deliveries, one at a time, to this handler:
+//! Each worker is one `QueueConsumer` actor on the harvest queue (manual
+//! ack, bounded prefetch) that hands its deliveries, one at a time, to this
+//! handler:
 //!
 //! 1. decode the job (an unreadable one is dead-lettered at once);
 //! 2. harvest it — every batch confirmed by the broker;
@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 use clarion_proto::codec::{decode, encode};
 use clarion_proto::names::{DELIVERY_LIMIT, message_types, routing_keys};
 use clarion_proto::{JobOutcome, JobReport, ShardJob, WireVersion};
-use clarion_runtime::consumer::{DeliveryHandler, ack, dead_letter, requeue};
-use clarion_runtime::message::{delivery_count, properties, trace_parent};
-use clarion_runtime::publisher::Outgoing;
+use clarion_runtime::amqp::consumer::{DeliveryHandler, ack, dead_letter, requeue};
+use clarion_runtime::amqp::message::{delivery_count, properties, trace_parent};
+use clarion_runtime::amqp::publisher::Outgoing;
 use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
 use tracing::field::Empty;
@@ -34,13 +34,13 @@ use crate::harvest::{HarvestContext, HarvestError, harvest};
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
 
 #[derive(Clone)]
-pub struct HarvestWorker {
+pub struct ShardJobHandler {
     pub context: HarvestContext,
     /// Pause before the first retry; doubled for each later one.
     pub retry_delay: Duration,
 }
 
-impl DeliveryHandler for HarvestWorker {
+impl DeliveryHandler for ShardJobHandler {
     fn handle(&self, delivery: Delivery) -> LocalBoxFuture<'static, ()> {
         let worker = self.clone();
         Box::pin(async move {
@@ -124,7 +124,7 @@ impl DeliveryHandler for HarvestWorker {
     }
 }
 
-impl HarvestWorker {
+impl ShardJobHandler {
     /// Harvests the job and reports it; the report is confirmed before this
     /// returns, so the job may be acked.
     async fn run(&self, job: &ShardJob) -> Result<JobReport, HarvestError> {

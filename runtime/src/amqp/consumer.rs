@@ -21,8 +21,8 @@ use lapin::types::FieldTable;
 use lapin::{Channel, Consumer};
 use tracing::{info, warn};
 
+use crate::amqp::broker::BrokerLink;
 use crate::backoff::Backoff;
-use crate::broker::BrokerLink;
 
 /// What to consume and how much to prefetch.
 #[derive(Debug, Clone)]

@@ -17,9 +17,9 @@ use lapin::types::FieldTable;
 use tracing::{info, warn};
 use uuid::Uuid;
 
-use crate::broker::BrokerLink;
-use crate::message::properties;
-use crate::publisher::{Outgoing, PublishError, Publisher};
+use crate::amqp::broker::BrokerLink;
+use crate::amqp::message::properties;
+use crate::amqp::publisher::{Outgoing, PublishError, Publisher};
 
 /// Cancellations remembered per process: far more notifications than are
 /// ever in flight at once; the oldest are forgotten first.

@@ -5,7 +5,7 @@
 use clarion_proto::codec::decode;
 use clarion_proto::{CleanupReason, TokenCleanup};
 use clarion_runtime::PgPool;
-use clarion_runtime::consumer::{DeliveryHandler, ack, dead_letter, requeue};
+use clarion_runtime::amqp::consumer::{DeliveryHandler, ack, dead_letter, requeue};
 use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
 use tracing::{Instrument, debug, warn};

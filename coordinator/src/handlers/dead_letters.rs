@@ -10,8 +10,8 @@ use clarion_proto::{
     DeliveryCounts, DeliveryReport, JobOutcome, JobReport, ShardJob, TokenBatch, WireVersion,
 };
 use clarion_runtime::PgPool;
-use clarion_runtime::consumer::{DeliveryHandler, ack, requeue};
-use clarion_runtime::message::header_text;
+use clarion_runtime::amqp::consumer::{DeliveryHandler, ack, requeue};
+use clarion_runtime::amqp::message::header_text;
 use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
 use tracing::{Instrument, error, warn};

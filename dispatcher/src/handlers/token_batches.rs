@@ -1,8 +1,8 @@
-//! The batch worker: what each dispatcher actor does with a token batch.
+//! The token-batch handler: what a batch worker does with each token batch.
 //!
-//! The actors are `clarion_runtime::consumer::QueueConsumer`s on the
-//! platform's delivery queue (manual ack, bounded prefetch); each hands its
-//! batches, one at a time, to this handler:
+//! Each worker is one `QueueConsumer` actor on the platform's delivery queue
+//! (manual ack, bounded prefetch) that hands its batches, one at a time, to
+//! this handler:
 //!
 //! 1. decode the batch (an unreadable or misrouted one is dead-lettered);
 //! 2. deliver it on the delivery runtime (see [`crate::delivery`]);
@@ -17,9 +17,9 @@ use clarion_proto::names::{message_types, routing_keys};
 use clarion_proto::{
     BatchId, CleanupReason, DeliveryReport, Names, Platform, TokenBatch, TokenCleanup, WireVersion,
 };
-use clarion_runtime::consumer::{DeliveryHandler, ack, dead_letter, requeue};
-use clarion_runtime::message::{properties, trace_parent};
-use clarion_runtime::publisher::{Outgoing, Publisher};
+use clarion_runtime::amqp::consumer::{DeliveryHandler, ack, dead_letter, requeue};
+use clarion_runtime::amqp::message::{properties, trace_parent};
+use clarion_runtime::amqp::publisher::{Outgoing, Publisher};
 use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
 use opentelemetry::KeyValue;
@@ -37,7 +37,7 @@ const PUBLISH_ATTEMPTS: u32 = 3;
 /// decides what to delete).
 const SUSPICIOUS_INVALID_SHARE: f64 = 0.05;
 
-pub struct BatchWorker<C: PushChannel> {
+pub struct TokenBatchHandler<C: PushChannel> {
     pub deliverer: Arc<Deliverer<C>>,
     /// Where pushes run (a multi-threaded runtime).
     pub runtime: tokio::runtime::Handle,
@@ -46,7 +46,7 @@ pub struct BatchWorker<C: PushChannel> {
     pub platform: Platform,
 }
 
-impl<C: PushChannel> Clone for BatchWorker<C> {
+impl<C: PushChannel> Clone for TokenBatchHandler<C> {
     fn clone(&self) -> Self {
         Self {
             deliverer: self.deliverer.clone(),
@@ -58,7 +58,7 @@ impl<C: PushChannel> Clone for BatchWorker<C> {
     }
 }
 
-impl<C: PushChannel> DeliveryHandler for BatchWorker<C> {
+impl<C: PushChannel> DeliveryHandler for TokenBatchHandler<C> {
     fn handle(&self, delivery: Delivery) -> LocalBoxFuture<'static, ()> {
         let worker = self.clone();
         Box::pin(async move {
@@ -150,7 +150,7 @@ fn count_batch(platform: Platform, outcome: &'static str) {
         .increment(1);
 }
 
-impl<C: PushChannel> BatchWorker<C> {
+impl<C: PushChannel> TokenBatchHandler<C> {
     /// The delivery report and the cleanups of a delivered batch.
     fn messages(&self, batch: &TokenBatch, outcome: BatchOutcome) -> Result<Vec<Outgoing>, String> {
         let id = batch.batch_id.notification_id;

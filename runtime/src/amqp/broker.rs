@@ -18,8 +18,8 @@ use lapin::{Connection, ConnectionProperties};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use crate::amqp::topology;
 use crate::backoff::Backoff;
-use crate::topology;
 
 /// How often the link checks that its connection is still up.
 const HEALTH_POLL: Duration = Duration::from_millis(250);

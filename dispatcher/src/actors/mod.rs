@@ -1,3 +1,0 @@
-//! The dispatcher's actors.
-
-pub mod batch_worker;

@@ -1,3 +1,0 @@
-//! The harvester's actors.
-
-pub mod harvest_worker;

@@ -1,0 +1,10 @@
+//! Everything Clarion does on RabbitMQ: the self-healing connection (which
+//! declares the topology), consumers with manual acks, publishing with
+//! confirms, message properties and trace context, and the control fanout.
+
+pub mod broker;
+pub mod consumer;
+pub mod control;
+pub mod message;
+pub mod publisher;
+pub mod topology;
