@@ -9,6 +9,7 @@ use tracing::error;
 use utoipa::ToSchema;
 
 use crate::auth::Scope;
+use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -151,6 +152,22 @@ impl From<DbError> for ApiError {
                 ApiError::Unavailable("the database connection was lost; retry".into())
             }
             other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Db(err) => err.into(),
+            StoreError::UnknownToken => ApiError::NotFound(
+                "this token is not registered; register it first with PUT /api/v1/registrations/{token}"
+                    .into(),
+            ),
+            StoreError::TooManyTopics { limit } => {
+                ApiError::Invalid(format!("a device may follow at most {limit} topics"))
+            }
+            StoreError::Corrupt(detail) => ApiError::Internal(detail),
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod error;
 pub mod handlers;
 pub mod migrations;
 pub mod planning;
+pub mod progress;
 pub mod sending;
 pub mod store;
 

@@ -19,7 +19,8 @@ use uuid::Uuid;
 
 use crate::actors::planner::{PlanNotification, Planner};
 use crate::error::ApiError;
-use crate::store::notifications::{self as store, Status, StoreError};
+use crate::store::StoreError;
+use crate::store::notifications::{self as store, Status};
 
 /// What became of a send request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,15 +29,6 @@ pub enum Accepted {
     New { status: Status },
     /// The id was sent before with the same content; nothing was sent again.
     Replay { status: Status },
-}
-
-impl From<StoreError> for ApiError {
-    fn from(err: StoreError) -> Self {
-        match err {
-            StoreError::Db(err) => err.into(),
-            StoreError::Corrupt(detail) => ApiError::Internal(detail),
-        }
-    }
 }
 
 /// Runs inside the notification's span: its trace id is stored with the

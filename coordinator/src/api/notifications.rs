@@ -17,9 +17,8 @@ use uuid::Uuid;
 use super::AppState;
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
-use crate::handlers::NINETY_IN_TWO_MS;
+use crate::progress::timings::{Timings, reachable, timings};
 use crate::sending::{Accepted, accept};
-use crate::store::delivery::{self, Timings};
 use crate::store::notifications::{self as store, Cancel, PlatformDelivery, StoredNotification};
 
 /// A breaking-news alert for one or more topics.
@@ -168,12 +167,7 @@ impl NotificationStatus {
     fn new(stored: StoredNotification, timings: Timings) -> Self {
         let audience = stored.audience_ios + stored.audience_android;
         let sent = stored.ios.sent + stored.android.sent;
-        let two_minutes_over = Utc::now() - stored.created_at > chrono::Duration::seconds(120);
-        let ninety_in_two = match timings.t90_ms {
-            Some(t90) => Some(t90 <= NINETY_IN_TWO_MS),
-            None if two_minutes_over || stored.completed_at.is_some() => Some(false),
-            None => None,
-        };
+        let ninety_in_two = timings.ninety_in_two(stored.created_at, stored.completed_at.is_some());
         let invalid_tokens = match stored.invalid_decision.as_deref() {
             Some("delete") => "deleted",
             Some(_) => "kept",
@@ -224,12 +218,6 @@ impl NotificationStatus {
     }
 }
 
-/// The devices timings count against: the audience less those reported gone.
-fn reachable(stored: &StoredNotification) -> u64 {
-    let audience = stored.audience_ios + stored.audience_android;
-    audience.saturating_sub(stored.ios.unregistered + stored.android.unregistered)
-}
-
 /// The status body, with live timings until the notification completes.
 async fn status_of(state: &AppState, stored: StoredNotification) -> Result<NotificationStatus, ApiError> {
     let timings = if stored.completed_at.is_some() {
@@ -240,7 +228,9 @@ async fn status_of(state: &AppState, stored: StoredNotification) -> Result<Notif
         }
     } else {
         let conn = state.pool.get().await.map_err(DbError::from)?;
-        delivery::timings(&*conn, stored.id, reachable(&stored)).await?
+        let audience = stored.audience_ios + stored.audience_android;
+        let gone = stored.ios.unregistered + stored.android.unregistered;
+        timings(&*conn, stored.id, reachable(audience, gone)).await?
     };
     Ok(NotificationStatus::new(stored, timings))
 }

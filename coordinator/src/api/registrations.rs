@@ -13,7 +13,8 @@ use utoipa::ToSchema;
 use super::AppState;
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
-use crate::store::registrations::{self as store, StoreError, StoredRegistration};
+use crate::store::StoreError;
+use crate::store::registrations::{self as store, StoredRegistration};
 
 /// The topics a device follows, replacing whatever it followed before.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -56,22 +57,6 @@ impl From<StoredRegistration> for Registration {
             topics: stored.topics,
             created_at: stored.created_at,
             updated_at: stored.updated_at,
-        }
-    }
-}
-
-impl From<StoreError> for ApiError {
-    fn from(err: StoreError) -> Self {
-        match err {
-            StoreError::Db(err) => err.into(),
-            StoreError::UnknownToken => ApiError::NotFound(
-                "this token is not registered; register it first with PUT /api/v1/registrations/{token}"
-                    .into(),
-            ),
-            StoreError::TooManyTopics { limit } => {
-                ApiError::Invalid(format!("a device may follow at most {limit} topics"))
-            }
-            StoreError::Corrupt(detail) => ApiError::Internal(detail),
         }
     }
 }

@@ -11,7 +11,7 @@ use lapin::message::Delivery;
 use tracing::{Instrument, debug, warn};
 
 use super::{count_report, process_span, retry_database};
-use crate::store::delivery::{Cleaned, record_cleanup};
+use crate::progress::{Cleaned, record_cleanup};
 
 #[derive(Clone)]
 pub struct CleanupHandler {

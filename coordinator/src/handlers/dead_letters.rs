@@ -16,9 +16,10 @@ use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
 use tracing::{Instrument, error, warn};
 
-use super::{count_report, log_completion, process_span, retry_database};
-use crate::store::delivery::record_delivery;
-use crate::store::notifications::{Recorded, StoreError, record_job};
+use super::{count_report, process_span, retry_database};
+use crate::progress::completion::announce;
+use crate::progress::{Recorded, record_delivery, record_job};
+use crate::store::StoreError;
 
 #[derive(Clone)]
 pub struct DeadLetterHandler {
@@ -90,7 +91,7 @@ impl DeadLetterHandler {
         })
         .await?;
         if let Recorded::Counted(Some(completion)) = recorded {
-            log_completion(job.notification_id, &completion, self.invalid_threshold);
+            announce(job.notification_id, &completion, self.invalid_threshold);
         }
         Ok(())
     }
@@ -119,7 +120,7 @@ impl DeadLetterHandler {
         })
         .await?;
         if let Recorded::Counted(Some(completion)) = recorded {
-            log_completion(
+            announce(
                 batch.batch_id.notification_id,
                 &completion,
                 self.invalid_threshold,

@@ -11,9 +11,9 @@ use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
 use tracing::{Instrument, debug, warn};
 
-use super::{count_report, log_completion, process_span, retry_database};
-use crate::store::delivery::record_delivery;
-use crate::store::notifications::{Recorded, record_job};
+use super::{count_report, process_span, retry_database};
+use crate::progress::completion::announce;
+use crate::progress::{Recorded, record_delivery, record_job};
 
 #[derive(Clone)]
 pub struct ReportHandler {
@@ -64,7 +64,7 @@ impl DeliveryHandler for ReportHandler {
                     Ok(Recorded::Counted(completion)) => {
                         count_report(kind, "counted");
                         if let Some(completion) = completion {
-                            log_completion(id, &completion, handler.invalid_threshold);
+                            announce(id, &completion, handler.invalid_threshold);
                         }
                         ack(&delivery).await;
                     }

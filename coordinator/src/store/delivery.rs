@@ -1,51 +1,21 @@
-//! Delivery progress in the database: batch reports counted once, the
-//! accept-time histogram, token cleanup, and the completion of a
-//! notification (with the safety valve on invalid tokens).
+//! The delivery tables: `delivery_batches` (each batch report counted once),
+//! `notification_accepts` (the accept-time histogram),
+//! `pending_invalid_tokens` (invalid tokens held for the safety valve), and
+//! the registrations they delete. SQL only; [`crate::progress`] decides.
 
 use chrono::{DateTime, Utc};
-use clarion_proto::{CleanupReason, DeliveryReport, TokenCleanup};
-use clarion_runtime::PgPool;
-use clarion_runtime::db::DbError;
+use clarion_proto::DeliveryReport;
 use tokio_postgres::{GenericClient, Transaction};
 use uuid::Uuid;
 
-use super::notifications::{Recorded, StoreError};
+use super::{Counted, StoreError};
 
-/// What completing a notification decided.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Completion {
-    pub audience: u64,
-    pub invalid: u64,
-    /// Registrations deleted for invalid tokens (0 when withheld).
-    pub invalid_deleted: u64,
-    /// True when the invalid share was above the threshold: nothing was
-    /// deleted and the notification is marked.
-    pub invalid_withheld: bool,
-    pub timings: Timings,
-}
-
-/// Time from the send request until half, 90% and 99% of the reachable
-/// audience (less the devices reported gone) was accepted by Apple / Google;
-/// `None` while (or if never) reached.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Timings {
-    pub t50_ms: Option<u32>,
-    pub t90_ms: Option<u32>,
-    pub t99_ms: Option<u32>,
-}
-
-/// Counts a delivery report once, adds its accept times, and completes the
-/// notification when it was the last batch.
-pub async fn record_delivery(
-    pool: &PgPool,
-    report: &DeliveryReport,
-    invalid_threshold: f64,
-) -> Result<Recorded, StoreError> {
-    let mut conn = pool.get().await.map_err(DbError::from)?;
-    let tx = conn.transaction().await?;
+/// Counts a delivery report once (`delivery_batches` primary key): adds its
+/// counts to the notification and its accept times to the histogram.
+pub async fn count_batch(tx: &Transaction<'_>, report: &DeliveryReport) -> Result<Counted, StoreError> {
     let id = report.batch_id.notification_id;
-    if lock(&tx, id).await?.is_none() {
-        return Ok(Recorded::UnknownNotification);
+    if lock(tx, id).await?.is_none() {
+        return Ok(Counted::UnknownNotification);
     }
     let c = &report.counts;
     let n = |v: u32| v as i32;
@@ -72,7 +42,7 @@ pub async fn record_delivery(
         )
         .await?;
     if inserted == 0 {
-        return Ok(Recorded::Duplicate);
+        return Ok(Counted::Duplicate);
     }
     let p = report.platform.as_str();
     let w = |v: u32| i64::from(v);
@@ -109,59 +79,52 @@ pub async fn record_delivery(
         )
         .await?;
     }
-    let completion = maybe_complete(&tx, id, invalid_threshold).await?;
-    tx.commit().await?;
-    Ok(Recorded::Counted(completion))
+    Ok(Counted::Now)
 }
 
-/// What a cleanup message did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cleaned {
-    /// Registrations deleted now.
-    Deleted(u64),
-    /// Invalid tokens held until the notification completes.
-    Held(u64),
-    /// Invalid tokens dropped: the notification decided to keep them.
-    Kept,
-    UnknownNotification,
-}
-
-/// Deletes the registrations of unregistered tokens at once; holds invalid
-/// tokens until the notification's decision (or applies it if made).
-/// Registrations renewed since the send are never deleted.
-pub async fn record_cleanup(pool: &PgPool, cleanup: &TokenCleanup) -> Result<Cleaned, StoreError> {
-    let mut conn = pool.get().await.map_err(DbError::from)?;
-    let tx = conn.transaction().await?;
-    let Some((created_at, decision)) = lock(&tx, cleanup.notification_id).await? else {
-        return Ok(Cleaned::UnknownNotification);
-    };
-    let cleaned = match (cleanup.reason, decision.as_deref()) {
-        (CleanupReason::Unregistered, _) | (CleanupReason::Invalid, Some("delete")) => {
-            Cleaned::Deleted(delete_tokens(&tx, cleanup.notification_id, &cleanup.tokens, created_at).await?)
-        }
-        (CleanupReason::Invalid, Some(_)) => Cleaned::Kept,
-        (CleanupReason::Invalid, None) => {
-            let held = tx
-                .execute(
-                    "INSERT INTO pending_invalid_tokens (notification_id, token)
-                     SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING",
-                    &[&cleanup.notification_id, &cleanup.tokens],
-                )
-                .await?;
-            Cleaned::Held(held)
-        }
-    };
-    tx.commit().await?;
-    Ok(cleaned)
-}
-
-/// Completes the notification if every job and every batch is accounted for
-/// and it is not complete yet: timings, status, and the invalid-token decision.
-pub async fn maybe_complete(
+/// Locks the notification row; its creation time and invalid-token
+/// decision (`delete`, `keep`, or none yet).
+pub async fn lock(
     tx: &Transaction<'_>,
     id: Uuid,
-    invalid_threshold: f64,
-) -> Result<Option<Completion>, StoreError> {
+) -> Result<Option<(DateTime<Utc>, Option<String>)>, StoreError> {
+    let row = tx
+        .query_opt(
+            "SELECT created_at, invalid_decision FROM notifications WHERE id = $1 FOR UPDATE",
+            &[&id],
+        )
+        .await?;
+    Ok(row.map(|row| (row.get(0), row.get(1))))
+}
+
+/// Holds invalid tokens until the notification's decision; returns how many
+/// were new.
+pub async fn hold_invalid_tokens(
+    tx: &Transaction<'_>,
+    id: Uuid,
+    tokens: &[String],
+) -> Result<u64, StoreError> {
+    Ok(tx
+        .execute(
+            "INSERT INTO pending_invalid_tokens (notification_id, token)
+             SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING",
+            &[&id, &tokens],
+        )
+        .await?)
+}
+
+/// A notification whose every job and batch is accounted for and which has
+/// no invalid-token decision yet: the figures completing it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finished {
+    pub created_at: DateTime<Utc>,
+    pub audience: u64,
+    pub invalid: u64,
+    pub unregistered: u64,
+}
+
+/// The notification's figures if it is finished and not completed yet.
+pub async fn finished(tx: &Transaction<'_>, id: Uuid) -> Result<Option<Finished>, StoreError> {
     let row = tx
         .query_opt(
             "SELECT created_at, audience_ios + audience_android AS audience, invalid_ios + invalid_android AS invalid,
@@ -172,67 +135,24 @@ pub async fn maybe_complete(
             &[&id],
         )
         .await?;
-    let Some(row) = row else { return Ok(None) };
-    let created_at: DateTime<Utc> = row.get("created_at");
-    let audience = row.get::<_, i64>("audience").max(0) as u64;
-    let invalid = row.get::<_, i64>("invalid").max(0) as u64;
-    let unregistered = row.get::<_, i64>("unregistered").max(0) as u64;
-    // Devices reported gone cannot be reached: timings count without them.
-    let timings = timings(tx, id, audience.saturating_sub(unregistered)).await?;
-    let withheld = audience > 0 && invalid as f64 > invalid_threshold * audience as f64;
-    let invalid_deleted = if withheld {
-        0
-    } else {
-        let pending: Vec<String> = tx
-            .query(
-                "SELECT token FROM pending_invalid_tokens WHERE notification_id = $1",
-                &[&id],
-            )
-            .await?
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
-        delete_tokens(tx, id, &pending, created_at).await?
-    };
-    tx.execute(
-        "DELETE FROM pending_invalid_tokens WHERE notification_id = $1",
-        &[&id],
-    )
-    .await?;
-    let ms = |t: Option<u32>| t.map(|ms| ms as i32);
-    tx.execute(
-        "UPDATE notifications
-            SET status = CASE WHEN status IN ('harvesting', 'dispatching') THEN 'complete' ELSE status END,
-                invalid_decision = $2, t50_ms = $3, t90_ms = $4, t99_ms = $5,
-                completed_at = now(), updated_at = now()
-          WHERE id = $1",
-        &[
-            &id,
-            &if withheld { "keep" } else { "delete" },
-            &ms(timings.t50_ms),
-            &ms(timings.t90_ms),
-            &ms(timings.t99_ms),
-        ],
-    )
-    .await?;
-    Ok(Some(Completion {
-        audience,
-        invalid,
-        invalid_deleted,
-        invalid_withheld: withheld,
-        timings,
+    let count = |row: &tokio_postgres::Row, name: &str| row.get::<_, i64>(name).max(0) as u64;
+    Ok(row.map(|row| Finished {
+        created_at: row.get("created_at"),
+        audience: count(&row, "audience"),
+        invalid: count(&row, "invalid"),
+        unregistered: count(&row, "unregistered"),
     }))
 }
 
-/// The timings so far, from the accept-time histogram.
-pub async fn timings(client: &impl GenericClient, id: Uuid, audience: u64) -> Result<Timings, StoreError> {
+/// The accept-time histogram: `(after_ms, accepted)` buckets in order.
+pub async fn accept_histogram(client: &impl GenericClient, id: Uuid) -> Result<Vec<(u32, u64)>, StoreError> {
     let rows = client
         .query(
             "SELECT after_ms, accepted FROM notification_accepts WHERE notification_id = $1 ORDER BY after_ms",
             &[&id],
         )
         .await?;
-    let buckets: Vec<(u32, u64)> = rows
+    Ok(rows
         .iter()
         .map(|row| {
             (
@@ -240,42 +160,47 @@ pub async fn timings(client: &impl GenericClient, id: Uuid, audience: u64) -> Re
                 row.get::<_, i64>(1).max(0) as u64,
             )
         })
-        .collect();
-    Ok(percentiles(&buckets, audience))
+        .collect())
 }
 
-/// The end of the first bucket by which `q` of the audience was accepted.
-pub fn percentiles(buckets: &[(u32, u64)], audience: u64) -> Timings {
-    let at = |q: f64| -> Option<u32> {
-        if audience == 0 {
-            return None;
-        }
-        let needed = (q * audience as f64).ceil() as u64;
-        let mut accepted = 0;
-        buckets.iter().find_map(|(after_ms, count)| {
-            accepted += count;
-            (accepted >= needed).then_some(after_ms + clarion_proto::ACCEPT_BUCKET_MS)
-        })
-    };
-    Timings {
-        t50_ms: at(0.5),
-        t90_ms: at(0.9),
-        t99_ms: at(0.99),
-    }
-}
-
-/// Locks the notification row; its creation time and invalid-token decision.
-async fn lock(tx: &Transaction<'_>, id: Uuid) -> Result<Option<(DateTime<Utc>, Option<String>)>, StoreError> {
-    let row = tx
-        .query_opt(
-            "SELECT created_at, invalid_decision FROM notifications WHERE id = $1 FOR UPDATE",
+/// Takes the invalid tokens held for the notification (they are removed
+/// from the holding table).
+pub async fn take_held_invalid_tokens(tx: &Transaction<'_>, id: Uuid) -> Result<Vec<String>, StoreError> {
+    Ok(tx
+        .query(
+            "DELETE FROM pending_invalid_tokens WHERE notification_id = $1 RETURNING token",
             &[&id],
         )
-        .await?;
-    Ok(row.map(|row| (row.get(0), row.get(1))))
+        .await?
+        .iter()
+        .map(|row| row.get(0))
+        .collect())
 }
 
-async fn delete_tokens(
+/// Marks the notification complete (a cancelled or failed one keeps its
+/// status) with its invalid-token decision and t50 / t90 / t99.
+pub async fn mark_complete(
+    tx: &Transaction<'_>,
+    id: Uuid,
+    invalid_decision: &str,
+    [t50, t90, t99]: [Option<u32>; 3],
+) -> Result<(), StoreError> {
+    let ms = |t: Option<u32>| t.map(|ms| ms as i32);
+    tx.execute(
+        "UPDATE notifications
+            SET status = CASE WHEN status IN ('harvesting', 'dispatching') THEN 'complete' ELSE status END,
+                invalid_decision = $2, t50_ms = $3, t90_ms = $4, t99_ms = $5,
+                completed_at = now(), updated_at = now()
+          WHERE id = $1",
+        &[&id, &invalid_decision, &ms(t50), &ms(t90), &ms(t99)],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Deletes the registrations of `tokens` not renewed since `sent_at` and
+/// counts them on the notification; returns how many were deleted.
+pub async fn delete_registrations(
     tx: &Transaction<'_>,
     id: Uuid,
     tokens: &[String],
@@ -296,27 +221,4 @@ async fn delete_tokens(
     )
     .await?;
     Ok(deleted)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percentiles_are_bucket_ends_reached_by_that_share() {
-        let buckets = [(0, 40), (10, 40), (500, 15), (1000, 4)];
-        let t = percentiles(&buckets, 100);
-        assert_eq!(
-            t,
-            Timings {
-                t50_ms: Some(20),
-                t90_ms: Some(510),
-                t99_ms: Some(1010)
-            }
-        );
-        // 99 of 100 accepted: t99 reached, nothing beyond.
-        let t = percentiles(&buckets, 101);
-        assert_eq!(t.t99_ms, None);
-        assert_eq!(percentiles(&[], 0), Timings::default());
-    }
 }

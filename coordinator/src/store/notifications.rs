@@ -9,7 +9,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{GenericClient, Row, Transaction};
 use uuid::Uuid;
 
-use super::delivery::{Completion, maybe_complete};
+use super::{Counted, StoreError};
 
 /// A notification's life, as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,20 +95,6 @@ pub struct PlatformDelivery {
     pub cancelled: u64,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error(transparent)]
-    Db(#[from] DbError),
-    #[error("unexpected value in the notifications table: {0}")]
-    Corrupt(String),
-}
-
-impl From<tokio_postgres::Error> for StoreError {
-    fn from(err: tokio_postgres::Error) -> Self {
-        StoreError::Db(DbError::Query(err))
-    }
-}
-
 const COLUMNS: &str = "id, payload, status, api_key_id, trace_id, jobs_planned, jobs_done, jobs_failed,
                        audience_ios, audience_android, batches_expected, batches_reported,
                        sent_ios, failed_ios, invalid_ios, unregistered_ios, expired_ios, dry_run_ios, cancelled_ios,
@@ -168,25 +154,9 @@ pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<StoredNotification>, 
     row.map(|row| from_row(&row)).transpose()
 }
 
-/// What recording a report did.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Recorded {
-    /// Counted now; completed the notification when `Some`.
-    Counted(Option<Completion>),
-    /// This job was already reported; nothing changed.
-    Duplicate,
-    /// No such notification (deleted, or from another installation).
-    UnknownNotification,
-}
-
-/// Counts a job report once and moves the notification's status on.
-pub async fn record_job(
-    pool: &PgPool,
-    report: &JobReport,
-    invalid_threshold: f64,
-) -> Result<Recorded, StoreError> {
-    let mut conn = pool.get().await.map_err(DbError::from)?;
-    let tx = conn.transaction().await?;
+/// Counts a job report once (`notification_jobs` primary key), adds its
+/// audience and batches, and moves the status on to what the counters imply.
+pub async fn count_job(tx: &Transaction<'_>, report: &JobReport) -> Result<Counted, StoreError> {
     let (outcome, ios, android, batches, detail) = match &report.outcome {
         JobOutcome::Harvested {
             ios,
@@ -211,10 +181,10 @@ pub async fn record_job(
         )
         .await;
     match inserted {
-        Ok(0) => return Ok(Recorded::Duplicate),
+        Ok(0) => return Ok(Counted::Duplicate),
         Ok(_) => {}
         Err(err) if err.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION) => {
-            return Ok(Recorded::UnknownNotification);
+            return Ok(Counted::UnknownNotification);
         }
         Err(err) => return Err(err.into()),
     }
@@ -248,9 +218,7 @@ pub async fn record_job(
         &[&report.notification_id],
     )
     .await?;
-    let completion = maybe_complete(&tx, report.notification_id, invalid_threshold).await?;
-    tx.commit().await?;
-    Ok(Recorded::Counted(completion))
+    Ok(Counted::Now)
 }
 
 fn from_row(row: &Row) -> Result<StoredNotification, StoreError> {

@@ -6,6 +6,8 @@ use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
 use tokio_postgres::Transaction;
 
+use super::StoreError;
+
 /// First key of the advisory lock that serialises writes to one token, so two
 /// concurrent re-registrations cannot interleave into a union of topic sets.
 const TOKEN_LOCK_CLASS: i32 = 0x436c_7201;
@@ -20,24 +22,6 @@ pub struct StoredRegistration {
     pub topics: Vec<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error(transparent)]
-    Db(#[from] DbError),
-    #[error("token is not registered")]
-    UnknownToken,
-    #[error("the device already follows {limit} topics, the most allowed")]
-    TooManyTopics { limit: u32 },
-    #[error("unexpected value in the registrations table: {0}")]
-    Corrupt(String),
-}
-
-impl From<tokio_postgres::Error> for StoreError {
-    fn from(err: tokio_postgres::Error) -> Self {
-        StoreError::Db(DbError::Query(err))
-    }
 }
 
 /// Replaces the topic set of `token` (creating the registration if new) in
