@@ -1,10 +1,17 @@
 //! The one small trait every delivery channel (APNs, FCM) implements, so a
-//! third channel is a new folder, not edits everywhere.
+//! third channel is a new folder (client, errors, settings) plus one line
+//! in [`crate::start`], not edits everywhere.
 
 use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
-use clarion_proto::{ApnsEnvironment, TokenBatch};
+use clarion_proto::{Platform, TokenBatch};
+use rustls::ClientConfig;
+
+use crate::config::Settings;
+use crate::http2::PoolLimits;
 
 /// What became of one attempt to push to one device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,22 +35,40 @@ pub enum Attempt {
     Failed(&'static str),
 }
 
+/// What every channel's HTTP/2 client is built from.
+#[derive(Clone)]
+pub struct Transport {
+    /// Trusts the system roots and `CLARION_EXTRA_CA_FILE`.
+    pub tls: Arc<ClientConfig>,
+    pub limits: PoolLimits,
+    /// `CLARION_EXTRA_CA_FILE`, for clients built outside the pool (OAuth2).
+    pub extra_ca_file: Option<PathBuf>,
+}
+
 /// A way to push to devices of one platform.
-pub trait PushChannel: Send + Sync + 'static {
+pub trait PushChannel: Sized + Send + Sync + 'static {
+    /// The platform whose delivery queue this channel serves.
+    const PLATFORM: Platform;
+    /// The provider's name in spans and logs (`apns`, `fcm`).
+    const PROVIDER: &'static str;
+
     /// Everything about a notification's push that does not depend on the
-    /// device: built once per notification and reused for all its tokens.
+    /// device — payload, headers, and the route (endpoint, environment) of
+    /// the batch, which is homogeneous: built once per batch and reused for
+    /// all its tokens.
     type Prepared: Send + Sync + 'static;
 
-    /// Builds the push of `batch`'s notification.
+    /// Builds the channel from its settings; runs on the delivery runtime.
+    fn connect(
+        settings: &Settings,
+        transport: Transport,
+    ) -> impl Future<Output = Result<Self, String>> + Send;
+
+    /// Builds the push of `batch`'s notification to `batch`'s route.
     fn prepare(&self, batch: &TokenBatch) -> Result<Self::Prepared, String>;
 
     /// One attempt to push `prepared` to `token`.
-    fn send(
-        &self,
-        token: &str,
-        environment: ApnsEnvironment,
-        prepared: &Self::Prepared,
-    ) -> impl Future<Output = Attempt> + Send;
+    fn send(&self, token: &str, prepared: &Self::Prepared) -> impl Future<Output = Attempt> + Send;
 
     /// Renews the credentials after a [`Attempt::Reauthenticate`].
     fn reauthenticate(&self) -> impl Future<Output = ()> + Send;

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use clarion_proto::{ACCEPT_BUCKET_MS, AcceptBucket, DeliveryCounts, TokenBatch};
+use clarion_proto::{ACCEPT_BUCKET_MS, AcceptBucket, ApnsEnvironment, DeliveryCounts, TokenBatch};
 use clarion_runtime::amqp::control::Cancellations;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -85,10 +85,6 @@ impl<C: PushChannel> Deliverer<C> {
             cancellations,
             prepared: Mutex::new(PreparedCache::default()),
         }
-    }
-
-    pub fn is_cancelled(&self, id: Uuid) -> bool {
-        self.cancellations.is_cancelled(id)
     }
 
     pub async fn deliver(&self, batch: &TokenBatch) -> BatchOutcome {
@@ -190,7 +186,7 @@ impl<C: PushChannel> Deliverer<C> {
             if let Some(rate) = &self.rate {
                 rate.until_ready().await;
             }
-            let (reason, after) = match self.channel.send(token, batch.environment, prepared).await {
+            let (reason, after) = match self.channel.send(token, prepared).await {
                 Attempt::Accepted => return (Fate::Accepted(Utc::now()), retries),
                 Attempt::Unregistered => return (Fate::Unregistered, retries),
                 Attempt::Invalid(_) => return (Fate::Invalid, retries),
@@ -238,20 +234,25 @@ impl<C: PushChannel> Deliverer<C> {
     }
 
     fn prepared(&self, batch: &TokenBatch) -> Result<Arc<C::Prepared>, String> {
-        let id = batch.batch_id.notification_id;
-        if let Some(prepared) = lock(&self.prepared).get(id) {
+        let target = (batch.batch_id.notification_id, batch.environment);
+        if let Some(prepared) = lock(&self.prepared).get(target) {
             return Ok(prepared);
         }
         let prepared = Arc::new(self.channel.prepare(batch)?);
-        lock(&self.prepared).insert(id, prepared.clone());
+        lock(&self.prepared).insert(target, prepared.clone());
         Ok(prepared)
     }
 }
 
-/// Prepared pushes by notification, oldest forgotten first.
+/// A batch's target: its notification and environment. Batches are
+/// homogeneous per target, and a prepared push carries its route, so one
+/// is prepared per target.
+type Target = (Uuid, ApnsEnvironment);
+
+/// Prepared pushes by target, oldest forgotten first.
 struct PreparedCache<P> {
-    entries: HashMap<Uuid, Arc<P>>,
-    order: VecDeque<Uuid>,
+    entries: HashMap<Target, Arc<P>>,
+    order: VecDeque<Target>,
 }
 
 impl<P> Default for PreparedCache<P> {
@@ -264,13 +265,13 @@ impl<P> Default for PreparedCache<P> {
 }
 
 impl<P> PreparedCache<P> {
-    fn get(&self, id: Uuid) -> Option<Arc<P>> {
-        self.entries.get(&id).cloned()
+    fn get(&self, target: Target) -> Option<Arc<P>> {
+        self.entries.get(&target).cloned()
     }
 
-    fn insert(&mut self, id: Uuid, prepared: Arc<P>) {
-        if self.entries.insert(id, prepared).is_none() {
-            self.order.push_back(id);
+    fn insert(&mut self, target: Target, prepared: Arc<P>) {
+        if self.entries.insert(target, prepared).is_none() {
+            self.order.push_back(target);
         }
         while self.order.len() > PREPARED_CACHE {
             if let Some(oldest) = self.order.pop_front() {

@@ -30,7 +30,7 @@ use tokio::sync::oneshot;
 use tracing::{info, warn};
 
 use crate::apns::ApnsChannel;
-use crate::channel::PushChannel;
+use crate::channel::{PushChannel, Transport};
 pub use crate::config::Settings;
 use crate::delivery::{Deliverer, Limits};
 use crate::fcm::FcmChannel;
@@ -146,23 +146,16 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
         streams_per_connection: delivery.streams_per_connection as usize,
         timeout: delivery.request_timeout(),
     };
+    let transport = Transport {
+        tls,
+        limits,
+        extra_ca_file: delivery.extra_ca_file.clone(),
+    };
     let arbiter = Arbiter::new();
+    // The one line per channel: a new channel is a new folder and a line here.
     let parts = match settings.platform {
-        Platform::Ios => {
-            let channel = ApnsChannel::new(&settings.apns, tls, limits).map_err(StartError::Config)?;
-            start_workers(&arbiter, &settings, channel, runtime.handle()).await?
-        }
-        Platform::Android => {
-            let fcm = settings.fcm.clone();
-            let extra_ca = delivery.extra_ca_file.clone();
-            let channel = runtime
-                .handle()
-                .spawn(async move { FcmChannel::new(&fcm, tls, extra_ca.as_deref(), limits).await })
-                .await
-                .map_err(|err| StartError::Config(err.to_string()))?
-                .map_err(StartError::Config)?;
-            start_workers(&arbiter, &settings, channel, runtime.handle()).await?
-        }
+        Platform::Ios => launch::<ApnsChannel>(&arbiter, &settings, transport, &runtime).await?,
+        Platform::Android => launch::<FcmChannel>(&arbiter, &settings, transport, &runtime).await?,
     };
     let (link, workers) = parts;
     let readiness = Readiness::new(None, Some(link));
@@ -184,6 +177,24 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
         readiness,
         grace: settings.shutdown.grace(),
     })
+}
+
+/// Builds channel `C` on the delivery runtime, then starts the batch
+/// workers that use it.
+async fn launch<C: PushChannel>(
+    arbiter: &Arbiter,
+    settings: &Settings,
+    transport: Transport,
+    runtime: &DeliveryRuntime,
+) -> Result<Parts, StartError> {
+    let connecting = settings.clone();
+    let channel = runtime
+        .handle()
+        .spawn(async move { C::connect(&connecting, transport).await })
+        .await
+        .map_err(|err| StartError::Config(err.to_string()))?
+        .map_err(StartError::Config)?;
+    start_workers(arbiter, settings, channel, runtime.handle()).await
 }
 
 /// Starts the consumers on the dispatch arbiter, where the broker link and
@@ -208,7 +219,7 @@ async fn start_workers<C: PushChannel>(
         delivery.rate_limit,
         cancellations.clone(),
     ));
-    let platform = settings.platform;
+    let platform = C::PLATFORM;
     let broker = settings.broker.clone();
     let workers = usize::from(delivery.batch_workers);
     let prefetch = delivery.prefetch;
@@ -226,7 +237,6 @@ async fn start_workers<C: PushChannel>(
             runtime,
             publisher: Publisher::new(link.clone()),
             names: names.clone(),
-            platform,
         };
         clarion_runtime::metrics::watch_queue(link.clone(), names.deliver_queue(platform));
         let spec = ConsumerSpec {

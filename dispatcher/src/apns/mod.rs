@@ -3,21 +3,21 @@
 
 pub mod errors;
 pub mod payload;
+pub mod settings;
 pub mod token;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use clarion_proto::{ApnsEnvironment, TokenBatch};
+use clarion_proto::{ApnsEnvironment, Platform, TokenBatch};
 use http::{HeaderValue, Method, Request};
-use rustls::ClientConfig;
 use tracing::debug;
 
-use crate::channel::{Attempt, PushChannel};
-use crate::config::ApnsSettings;
-use crate::http2::{Http2Pool, PoolLimits};
+use crate::channel::{Attempt, PushChannel, Transport};
+use crate::config::Settings;
+use crate::http2::Http2Pool;
 use payload::PreparedApns;
+pub use settings::ApnsSettings;
 use token::ProviderToken;
 
 pub struct ApnsChannel {
@@ -27,8 +27,16 @@ pub struct ApnsChannel {
     topic: HeaderValue,
 }
 
+/// A batch's push: its payload, and which APNs environment its tokens
+/// belong to (a batch never mixes them).
+pub struct ApnsPush {
+    pub payload: PreparedApns,
+    pub environment: ApnsEnvironment,
+}
+
 impl ApnsChannel {
-    pub fn new(settings: &ApnsSettings, tls: Arc<ClientConfig>, limits: PoolLimits) -> Result<Self, String> {
+    pub fn new(settings: &ApnsSettings, transport: Transport) -> Result<Self, String> {
+        let Transport { tls, limits, .. } = transport;
         let required = |value: &Option<String>, name: &str| {
             value
                 .clone()
@@ -53,14 +61,23 @@ impl ApnsChannel {
 }
 
 impl PushChannel for ApnsChannel {
-    type Prepared = PreparedApns;
+    const PLATFORM: Platform = Platform::Ios;
+    const PROVIDER: &'static str = "apns";
+    type Prepared = ApnsPush;
 
-    fn prepare(&self, batch: &TokenBatch) -> Result<PreparedApns, String> {
-        payload::prepare(&batch.notification, batch.sent_at, &self.topic)
+    async fn connect(settings: &Settings, transport: Transport) -> Result<Self, String> {
+        Self::new(&settings.apns, transport)
     }
 
-    async fn send(&self, token: &str, environment: ApnsEnvironment, prepared: &PreparedApns) -> Attempt {
-        let pool = match environment {
+    fn prepare(&self, batch: &TokenBatch) -> Result<ApnsPush, String> {
+        Ok(ApnsPush {
+            payload: payload::prepare(&batch.notification, batch.sent_at, &self.topic)?,
+            environment: batch.environment,
+        })
+    }
+
+    async fn send(&self, token: &str, push: &ApnsPush) -> Attempt {
+        let pool = match push.environment {
             ApnsEnvironment::Production => &self.production,
             ApnsEnvironment::Sandbox => &self.sandbox,
         };
@@ -71,9 +88,9 @@ impl PushChannel for ApnsChannel {
         *request.method_mut() = Method::POST;
         *request.uri_mut() = uri;
         let headers = request.headers_mut();
-        headers.clone_from(&prepared.headers);
+        headers.clone_from(&push.payload.headers);
         headers.insert(http::header::AUTHORIZATION, self.token.header());
-        match pool.send(request, Bytes::clone(&prepared.body)).await {
+        match pool.send(request, Bytes::clone(&push.payload.body)).await {
             Ok(response) => errors::classify(response.status, &response.headers, &response.body),
             Err(err) => {
                 debug!(error = %err, "APNs request failed");

@@ -4,19 +4,18 @@
 pub mod auth;
 pub mod errors;
 pub mod message;
+pub mod settings;
 
-use std::sync::Arc;
-
-use clarion_proto::{ApnsEnvironment, TokenBatch};
+use clarion_proto::{Platform, TokenBatch};
 use http::{HeaderValue, Method, Request, Uri};
-use rustls::ClientConfig;
 use tracing::{debug, warn};
 
-use crate::channel::{Attempt, PushChannel};
-use crate::config::FcmSettings;
-use crate::http2::{Http2Pool, PoolLimits};
+use crate::channel::{Attempt, PushChannel, Transport};
+use crate::config::Settings;
+use crate::http2::Http2Pool;
 use auth::FcmAuth;
 use message::PreparedFcm;
+pub use settings::FcmSettings;
 
 pub struct FcmChannel {
     pool: Http2Pool,
@@ -27,12 +26,13 @@ pub struct FcmChannel {
 
 impl FcmChannel {
     /// Reads the service account; the first access token is fetched on first use.
-    pub async fn new(
-        settings: &FcmSettings,
-        tls: Arc<ClientConfig>,
-        extra_ca: Option<&std::path::Path>,
-        limits: PoolLimits,
-    ) -> Result<Self, String> {
+    pub async fn new(settings: &FcmSettings, transport: Transport) -> Result<Self, String> {
+        let Transport {
+            tls,
+            limits,
+            extra_ca_file,
+        } = transport;
+        let extra_ca = extra_ca_file.as_deref();
         let credentials = settings
             .credentials_file
             .clone()
@@ -53,13 +53,19 @@ impl FcmChannel {
 }
 
 impl PushChannel for FcmChannel {
+    const PLATFORM: Platform = Platform::Android;
+    const PROVIDER: &'static str = "fcm";
     type Prepared = PreparedFcm;
+
+    async fn connect(settings: &Settings, transport: Transport) -> Result<Self, String> {
+        Self::new(&settings.fcm, transport).await
+    }
 
     fn prepare(&self, batch: &TokenBatch) -> Result<PreparedFcm, String> {
         message::prepare(&batch.notification, batch.sent_at, chrono::Utc::now())
     }
 
-    async fn send(&self, token: &str, _environment: ApnsEnvironment, prepared: &PreparedFcm) -> Attempt {
+    async fn send(&self, token: &str, prepared: &PreparedFcm) -> Attempt {
         let authorization = match self.auth.header().await {
             Ok(header) => header,
             Err(err) => {

@@ -43,7 +43,6 @@ pub struct TokenBatchHandler<C: PushChannel> {
     pub runtime: tokio::runtime::Handle,
     pub publisher: Publisher,
     pub names: Names,
-    pub platform: Platform,
 }
 
 impl<C: PushChannel> Clone for TokenBatchHandler<C> {
@@ -53,7 +52,6 @@ impl<C: PushChannel> Clone for TokenBatchHandler<C> {
             runtime: self.runtime.clone(),
             publisher: self.publisher.clone(),
             names: self.names.clone(),
-            platform: self.platform,
         }
     }
 }
@@ -63,11 +61,11 @@ impl<C: PushChannel> DeliveryHandler for TokenBatchHandler<C> {
         let worker = self.clone();
         Box::pin(async move {
             let batch = match decode::<TokenBatch>(&delivery.data) {
-                Ok(batch) if batch.platform == worker.platform => batch,
+                Ok(batch) if batch.platform == C::PLATFORM => batch,
                 Ok(batch) => {
                     return dead_letter(
                         &delivery,
-                        &format!("a {} batch on the {} queue", batch.platform, worker.platform),
+                        &format!("a {} batch on the {} queue", batch.platform, C::PLATFORM),
                     )
                     .await;
                 }
@@ -82,7 +80,7 @@ impl<C: PushChannel> DeliveryHandler for TokenBatchHandler<C> {
                 notification.id = %batch.batch_id.notification_id,
                 batch.id = %batch.batch_id,
                 platform = %batch.platform,
-                provider = provider(batch.platform),
+                provider = C::PROVIDER,
                 tokens = batch.tokens.len(),
                 sent = Empty,
                 failed = Empty,
@@ -135,13 +133,6 @@ impl<C: PushChannel> DeliveryHandler for TokenBatchHandler<C> {
                 }
             }
         })
-    }
-}
-
-fn provider(platform: Platform) -> &'static str {
-    match platform {
-        Platform::Ios => "apns",
-        Platform::Android => "fcm",
     }
 }
 
