@@ -126,7 +126,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
 
     let refresh_every = settings.topic_count_max_age() / 2;
     let topic_counter = TopicCounter::new(pool.clone(), refresh_every).start();
-    let publisher = Publisher::new(broker.clone());
+    let publisher = Publisher::new(broker.clone(), names.clone());
     let planner = Planner::new(
         topic_counter.clone(),
         publisher.clone(),

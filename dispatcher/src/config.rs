@@ -22,7 +22,7 @@ use crate::fcm::FcmSettings;
 )]
 pub struct Settings {
     /// Which platform this process delivers to: `ios` (APNs) or `android` (FCM).
-    #[arg(long, env = "CLARION_PLATFORM", value_parser = parse_platform)]
+    #[arg(long, env = "CLARION_PLATFORM")]
     pub platform: Platform,
 
     /// Address of the health endpoints (/healthz, /readyz).
@@ -175,12 +175,6 @@ impl DeliverySettings {
     pub fn request_timeout(&self) -> Duration {
         Duration::from_secs(self.request_timeout_secs.max(1))
     }
-}
-
-fn parse_platform(value: &str) -> Result<Platform, String> {
-    value
-        .parse()
-        .map_err(|err: clarion_proto::TokenError| err.to_string())
 }
 
 #[cfg(test)]

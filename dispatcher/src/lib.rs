@@ -235,8 +235,7 @@ async fn start_workers<C: PushChannel>(
         let handler = TokenBatchHandler {
             deliverer,
             runtime,
-            publisher: Publisher::new(link.clone()),
-            names: names.clone(),
+            publisher: Publisher::new(link.clone(), names.clone()),
         };
         clarion_runtime::metrics::watch_queue(link.clone(), names.deliver_queue(platform));
         let spec = ConsumerSpec {

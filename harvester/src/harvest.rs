@@ -8,13 +8,10 @@
 
 use std::pin::pin;
 
-use clarion_proto::codec::encode;
-use clarion_proto::names::message_types;
-use clarion_proto::{ApnsEnvironment, Names, Platform, ShardJob, TokenBatch};
+use clarion_proto::{ApnsEnvironment, Platform, ShardJob};
 use clarion_runtime::PgPool;
 use clarion_runtime::amqp::control::Cancellations;
-use clarion_runtime::amqp::message::properties;
-use clarion_runtime::amqp::publisher::{Outgoing, PublishError, Publisher};
+use clarion_runtime::amqp::publisher::{PublishError, Publisher};
 use clarion_runtime::db::DbError;
 use futures::stream::FuturesUnordered;
 use futures::{StreamExt, TryStreamExt};
@@ -40,8 +37,6 @@ pub enum HarvestError {
     Database(#[from] DbError),
     #[error("unexpected {column} {value:?} in registrations")]
     Corrupt { column: &'static str, value: String },
-    #[error("token batch could not be encoded: {0}")]
-    Encode(String),
     #[error(transparent)]
     Publish(#[from] PublishError),
 }
@@ -57,7 +52,6 @@ impl From<tokio_postgres::Error> for HarvestError {
 pub struct HarvestContext {
     pub pool: PgPool,
     pub publisher: Publisher,
-    pub names: Names,
     pub batch_size: usize,
     pub publish_window: usize,
     pub cancellations: Cancellations,
@@ -117,14 +111,14 @@ pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals
         }
         previous.clear();
         previous.push_str(token);
-        let platform = parse_platform(row.get(1))?;
-        let environment = parse_environment(row.get(2))?;
+        let platform: Platform = parse("platform", row.get(1))?;
+        let environment: ApnsEnvironment = parse("apns_environment", row.get(2))?;
         if let Some(batch) = cutter.push(token, platform, environment) {
             if cancelled() {
                 break;
             }
             published.add(&batch);
-            let sent = ctx.publisher.send(&outgoing(&batch, &ctx.names)?).await?;
+            let sent = ctx.publisher.send(&ctx.publisher.outgoing(&batch)?).await?;
             confirms.push(sent.confirmed());
             while confirms.len() >= ctx.publish_window.max(1) {
                 confirms.next().await.transpose()?;
@@ -135,7 +129,7 @@ pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals
         let (rest, _) = cutter.finish();
         for batch in rest {
             published.add(&batch);
-            let sent = ctx.publisher.send(&outgoing(&batch, &ctx.names)?).await?;
+            let sent = ctx.publisher.send(&ctx.publisher.outgoing(&batch)?).await?;
             confirms.push(sent.confirmed());
         }
     }
@@ -147,33 +141,10 @@ pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals
     Ok(published)
 }
 
-fn outgoing(batch: &TokenBatch, names: &Names) -> Result<Outgoing, HarvestError> {
-    Ok(Outgoing {
-        exchange: names.deliver_exchange(),
-        routing_key: batch.platform.as_str().to_owned(),
-        body: encode(batch).map_err(|err| HarvestError::Encode(err.to_string()))?,
-        properties: properties(message_types::TOKEN_BATCH, batch.batch_id.notification_id),
+/// A stored value parsed as `T`; a value no Clarion wrote is corrupt.
+fn parse<T: std::str::FromStr>(column: &'static str, value: &str) -> Result<T, HarvestError> {
+    value.parse().map_err(|_| HarvestError::Corrupt {
+        column,
+        value: value.to_owned(),
     })
-}
-
-fn parse_platform(value: &str) -> Result<Platform, HarvestError> {
-    match value {
-        "ios" => Ok(Platform::Ios),
-        "android" => Ok(Platform::Android),
-        other => Err(HarvestError::Corrupt {
-            column: "platform",
-            value: other.to_owned(),
-        }),
-    }
-}
-
-fn parse_environment(value: &str) -> Result<ApnsEnvironment, HarvestError> {
-    match value {
-        "production" => Ok(ApnsEnvironment::Production),
-        "sandbox" => Ok(ApnsEnvironment::Sandbox),
-        other => Err(HarvestError::Corrupt {
-            column: "apns_environment",
-            value: other.to_owned(),
-        }),
-    }
 }

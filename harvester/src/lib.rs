@@ -132,8 +132,7 @@ fn start_workers(settings: &Settings) -> Result<Parts, StartError> {
     let handler = ShardJobHandler {
         context: HarvestContext {
             pool: pool.clone(),
-            publisher: Publisher::new(link.clone()),
-            names: names.clone(),
+            publisher: Publisher::new(link.clone(), names.clone()),
             batch_size: settings.batch_size as usize,
             publish_window: settings.publish_window as usize,
             cancellations: cancellations.clone(),

@@ -12,6 +12,7 @@ pub mod platform;
 pub mod shard;
 pub mod topic;
 pub mod trace_context;
+pub mod wire;
 
 pub use messages::{
     ACCEPT_BUCKET_MS, AcceptBucket, BatchId, CleanupReason, Control, ControlCommand, DeliveryCounts,
@@ -22,3 +23,4 @@ pub use payload::{Notification, PayloadError, Priority};
 pub use platform::{ApnsEnvironment, Platform, TokenError};
 pub use shard::{SHARD_SPACE, ShardRange, shard_of};
 pub use topic::{TopicError, validate_topic};
+pub use wire::WireMessage;

@@ -9,11 +9,8 @@
 
 use actix::prelude::*;
 use chrono::{DateTime, Utc};
-use clarion_proto::codec::encode;
-use clarion_proto::names::{message_types, routing_keys};
 use clarion_proto::{Names, Notification, ShardJob, WireVersion};
-use clarion_runtime::amqp::message::properties;
-use clarion_runtime::amqp::publisher::{Outgoing, PublishError, Publisher};
+use clarion_runtime::amqp::publisher::{PublishError, Publisher};
 use tracing::field::Empty;
 use tracing::{Instrument, info};
 use uuid::Uuid;
@@ -49,8 +46,6 @@ pub struct Plan {
 pub enum PlanError {
     #[error("the topic counter is unavailable")]
     Counter,
-    #[error("shard job could not be encoded: {0}")]
-    Encode(String),
     #[error("shard jobs were not confirmed by the broker: {0}")]
     Publish(#[from] PublishError),
 }
@@ -134,7 +129,7 @@ impl Handler<PlanNotification> for Planner {
                         .into_iter()
                         .enumerate()
                         .map(|(index, shards)| {
-                            let job = ShardJob {
+                            publisher.outgoing(&ShardJob {
                                 v: WireVersion::CURRENT,
                                 notification_id: msg.id,
                                 job_index: index as u32,
@@ -142,15 +137,9 @@ impl Handler<PlanNotification> for Planner {
                                 shards,
                                 sent_at: msg.sent_at,
                                 notification: msg.notification.clone(),
-                            };
-                            Ok(Outgoing {
-                                exchange: exchange.clone(),
-                                routing_key: routing_keys::SHARD_JOB.to_owned(),
-                                body: encode(&job).map_err(|err| PlanError::Encode(err.to_string()))?,
-                                properties: properties(message_types::SHARD_JOB, msg.id),
                             })
                         })
-                        .collect::<Result<Vec<_>, PlanError>>()
+                        .collect::<Result<Vec<_>, PublishError>>()
                 })?;
                 publisher
                     .publish_all(&messages, PUBLISH_ATTEMPTS)

@@ -378,7 +378,7 @@ pub async fn cancel_notification(
         }
         Cancel::Cancelled => {}
     }
-    publish_cancel(&state.publisher, &state.names, id).await.map_err(|err| {
+    publish_cancel(&state.publisher, id).await.map_err(|err| {
         ApiError::Unavailable(format!(
             "notification {id} is marked cancelled, but harvesters and dispatchers could not be told ({err}); retry"
         ))

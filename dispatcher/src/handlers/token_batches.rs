@@ -12,14 +12,13 @@
 
 use std::sync::Arc;
 
-use clarion_proto::codec::{decode, encode};
-use clarion_proto::names::{message_types, routing_keys};
+use clarion_proto::codec::decode;
 use clarion_proto::{
-    BatchId, CleanupReason, DeliveryReport, Names, Platform, TokenBatch, TokenCleanup, WireVersion,
+    BatchId, CleanupReason, DeliveryReport, Platform, TokenBatch, TokenCleanup, WireVersion,
 };
 use clarion_runtime::amqp::consumer::{DeliveryHandler, ack, dead_letter, requeue};
-use clarion_runtime::amqp::message::{properties, trace_parent};
-use clarion_runtime::amqp::publisher::{Outgoing, Publisher};
+use clarion_runtime::amqp::message::trace_parent;
+use clarion_runtime::amqp::publisher::{Outgoing, PublishError, Publisher};
 use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
 use opentelemetry::KeyValue;
@@ -42,7 +41,6 @@ pub struct TokenBatchHandler<C: PushChannel> {
     /// Where pushes run (a multi-threaded runtime).
     pub runtime: tokio::runtime::Handle,
     pub publisher: Publisher,
-    pub names: Names,
 }
 
 impl<C: PushChannel> Clone for TokenBatchHandler<C> {
@@ -51,7 +49,6 @@ impl<C: PushChannel> Clone for TokenBatchHandler<C> {
             deliverer: self.deliverer.clone(),
             runtime: self.runtime.clone(),
             publisher: self.publisher.clone(),
-            names: self.names.clone(),
         }
     }
 }
@@ -143,7 +140,7 @@ fn count_batch(platform: Platform, outcome: &'static str) {
 
 impl<C: PushChannel> TokenBatchHandler<C> {
     /// The delivery report and the cleanups of a delivered batch.
-    fn messages(&self, batch: &TokenBatch, outcome: BatchOutcome) -> Result<Vec<Outgoing>, String> {
+    fn messages(&self, batch: &TokenBatch, outcome: BatchOutcome) -> Result<Vec<Outgoing>, PublishError> {
         let id = batch.batch_id.notification_id;
         let report = DeliveryReport {
             v: WireVersion::CURRENT,
@@ -154,12 +151,7 @@ impl<C: PushChannel> TokenBatchHandler<C> {
             last_accept_at: outcome.last_accept_at,
             accepts: outcome.accepts,
         };
-        let mut messages = vec![self.outgoing(
-            routing_keys::DELIVERY_REPORT,
-            message_types::DELIVERY_REPORT,
-            id,
-            encode(&report).map_err(|err| err.to_string())?,
-        )];
+        let mut messages = vec![self.publisher.outgoing(&report)?];
         for (reason, tokens) in [
             (CleanupReason::Unregistered, outcome.unregistered),
             (CleanupReason::Invalid, outcome.invalid),
@@ -174,23 +166,9 @@ impl<C: PushChannel> TokenBatchHandler<C> {
                 reason,
                 tokens,
             };
-            messages.push(self.outgoing(
-                routing_keys::TOKEN_CLEANUP,
-                message_types::TOKEN_CLEANUP,
-                id,
-                encode(&cleanup).map_err(|err| err.to_string())?,
-            ));
+            messages.push(self.publisher.outgoing(&cleanup)?);
         }
         Ok(messages)
-    }
-
-    fn outgoing(&self, routing_key: &str, message_type: &str, id: uuid::Uuid, body: Vec<u8>) -> Outgoing {
-        Outgoing {
-            exchange: self.names.reports_exchange(),
-            routing_key: routing_key.to_owned(),
-            body,
-            properties: properties(message_type, id),
-        }
     }
 }
 

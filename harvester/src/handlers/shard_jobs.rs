@@ -16,12 +16,11 @@
 
 use std::time::{Duration, Instant};
 
-use clarion_proto::codec::{decode, encode};
-use clarion_proto::names::{DELIVERY_LIMIT, message_types, routing_keys};
+use clarion_proto::codec::decode;
+use clarion_proto::names::DELIVERY_LIMIT;
 use clarion_proto::{JobOutcome, JobReport, ShardJob, WireVersion};
 use clarion_runtime::amqp::consumer::{DeliveryHandler, ack, dead_letter, requeue};
-use clarion_runtime::amqp::message::{delivery_count, properties, trace_parent};
-use clarion_runtime::amqp::publisher::Outgoing;
+use clarion_runtime::amqp::message::{delivery_count, trace_parent};
 use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
 use tracing::field::Empty;
@@ -139,12 +138,7 @@ impl ShardJobHandler {
                 batches: totals.batches,
             },
         };
-        let message = Outgoing {
-            exchange: self.context.names.reports_exchange(),
-            routing_key: routing_keys::JOB_REPORT.to_owned(),
-            body: encode(&report).map_err(|err| HarvestError::Encode(err.to_string()))?,
-            properties: properties(message_types::JOB_REPORT, job.notification_id),
-        };
+        let message = self.context.publisher.outgoing(&report)?;
         self.context.publisher.publish(&message).await?;
         Ok(report)
     }

@@ -8,8 +8,7 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use clarion_proto::codec::{decode, encode};
-use clarion_proto::names::message_types;
+use clarion_proto::codec::decode;
 use clarion_proto::{Control, ControlCommand, Names, WireVersion};
 use futures::StreamExt;
 use lapin::options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions};
@@ -18,8 +17,7 @@ use tracing::{info, warn};
 use uuid::Uuid;
 
 use crate::amqp::broker::BrokerLink;
-use crate::amqp::message::properties;
-use crate::amqp::publisher::{Outgoing, PublishError, Publisher};
+use crate::amqp::publisher::{PublishError, Publisher};
 
 /// Cancellations remembered per process: far more notifications than are
 /// ever in flight at once; the oldest are forgotten first.
@@ -125,24 +123,12 @@ async fn listen(link: &BrokerLink, names: &Names, cancellations: &Cancellations)
 }
 
 /// Tells every harvester and dispatcher to drop `notification_id`.
-pub async fn publish_cancel(
-    publisher: &Publisher,
-    names: &Names,
-    notification_id: Uuid,
-) -> Result<(), PublishError> {
+pub async fn publish_cancel(publisher: &Publisher, notification_id: Uuid) -> Result<(), PublishError> {
     let message = Control {
         v: WireVersion::CURRENT,
         command: ControlCommand::Cancel { notification_id },
     };
-    let body = encode(&message).map_err(|err| PublishError::Encode(err.to_string()))?;
-    publisher
-        .publish(&Outgoing {
-            exchange: names.control_exchange(),
-            routing_key: String::new(),
-            body,
-            properties: properties(message_types::CONTROL, notification_id),
-        })
-        .await
+    publisher.publish(&publisher.outgoing(&message)?).await
 }
 
 #[cfg(test)]

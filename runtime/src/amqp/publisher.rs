@@ -7,6 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use clarion_proto::codec::encode;
+use clarion_proto::{Names, WireMessage};
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::{BasicProperties, Channel};
 use lapin::{Confirmation, PublisherConfirm};
@@ -14,6 +16,7 @@ use tokio::sync::Mutex;
 use tracing::warn;
 
 use crate::amqp::broker::BrokerLink;
+use crate::amqp::message::properties;
 use crate::backoff::Backoff;
 
 /// A message ready to go.
@@ -48,6 +51,7 @@ pub enum PublishError {
 #[derive(Clone)]
 pub struct Publisher {
     link: BrokerLink,
+    names: Names,
     channel: Arc<Mutex<Option<Channel>>>,
 }
 
@@ -74,11 +78,24 @@ impl PendingConfirm {
 }
 
 impl Publisher {
-    pub fn new(link: BrokerLink) -> Self {
+    pub fn new(link: BrokerLink, names: Names) -> Self {
         Self {
             link,
+            names,
             channel: Arc::default(),
         }
+    }
+
+    /// `message` ready to publish: encoded, addressed in this publisher's
+    /// namespace, typed, tagged with its notification and carrying the
+    /// current span's trace context.
+    pub fn outgoing<M: WireMessage>(&self, message: &M) -> Result<Outgoing, PublishError> {
+        Ok(Outgoing {
+            exchange: M::exchange(&self.names),
+            routing_key: message.routing_key().to_owned(),
+            body: encode(message).map_err(|err| PublishError::Encode(err.to_string()))?,
+            properties: properties(M::TYPE, message.notification_id()),
+        })
     }
 
     /// The open confirm-mode channel, opening a new one when there is none
