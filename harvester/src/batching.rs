@@ -74,7 +74,8 @@ pub struct BatchCutter {
     notification: Notification,
     batch_size: usize,
     open: [Vec<String>; 3],
-    totals: BatchTotals,
+    /// Batches sealed so far: the next batch's `seq`.
+    sealed: u32,
 }
 
 impl BatchCutter {
@@ -93,7 +94,7 @@ impl BatchCutter {
             notification,
             batch_size,
             open: Default::default(),
-            totals: BatchTotals::default(),
+            sealed: 0,
         }
     }
 
@@ -105,10 +106,6 @@ impl BatchCutter {
         environment: ApnsEnvironment,
     ) -> Option<TokenBatch> {
         let target = Target::of(platform, environment);
-        match platform {
-            Platform::Ios => self.totals.ios += 1,
-            Platform::Android => self.totals.android += 1,
-        }
         let open = &mut self.open[target.index()];
         if open.capacity() == 0 {
             open.reserve_exact(self.batch_size);
@@ -117,15 +114,15 @@ impl BatchCutter {
         (open.len() >= self.batch_size).then(|| self.seal(target))
     }
 
-    /// The partly filled batches, in target order, and the job's totals.
-    pub fn finish(mut self) -> (Vec<TokenBatch>, BatchTotals) {
+    /// The partly filled batches, in target order.
+    pub fn finish(mut self) -> Vec<TokenBatch> {
         let mut batches = Vec::new();
         for target in Target::ALL {
             if !self.open[target.index()].is_empty() {
                 batches.push(self.seal(target));
             }
         }
-        (batches, self.totals)
+        batches
     }
 
     fn seal(&mut self, target: Target) -> TokenBatch {
@@ -135,7 +132,7 @@ impl BatchCutter {
             batch_id: BatchId {
                 notification_id: self.notification_id,
                 job_index: self.job_index,
-                seq: self.totals.batches,
+                seq: self.sealed,
             },
             platform: target.platform(),
             environment: target.environment(),
@@ -143,7 +140,7 @@ impl BatchCutter {
             notification: self.notification.clone(),
             tokens,
         };
-        self.totals.batches += 1;
+        self.sealed += 1;
         batch
     }
 }
@@ -163,8 +160,9 @@ mod tests {
             .iter()
             .filter_map(|(token, platform, env)| cutter.push(token, *platform, *env))
             .collect();
-        let (rest, totals) = cutter.finish();
-        batches.extend(rest);
+        batches.extend(cutter.finish());
+        let mut totals = BatchTotals::default();
+        batches.iter().for_each(|batch| totals.add(batch));
         (batches, totals)
     }
 

@@ -126,8 +126,7 @@ pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals
         }
     }
     if !cancelled() {
-        let (rest, _) = cutter.finish();
-        for batch in rest {
+        for batch in cutter.finish() {
             published.add(&batch);
             let sent = ctx.publisher.send(&ctx.publisher.outgoing(&batch)?).await?;
             confirms.push(sent.confirmed());

@@ -1,6 +1,7 @@
-//! Clarion's load-test crate: the demo that drives a real cluster, and (as
-//! the project grows) the mock APNs / FCM servers, the bulk seeder and the
-//! 90in2 benchmark. Nothing here is a dependency of the services.
+//! Clarion's load-test crate: the mock APNs / FCM servers, the bulk seeder,
+//! the demo that drives a real cluster, the in-process test cluster
+//! (`testkit`), process clusters and the benchmarks (the 90in2 run among
+//! them). Nothing here is a dependency of the services.
 
 pub mod audience;
 pub mod bench;

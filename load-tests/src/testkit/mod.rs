@@ -1,6 +1,7 @@
-//! An in-process Clarion cluster for end-to-end tests: the real coordinator
-//! and harvesters (and, later, dispatchers) against the machine's real
-//! PostgreSQL and RabbitMQ, in a throw-away database and AMQP namespace.
+//! An in-process Clarion cluster for end-to-end tests: the real
+//! coordinator, harvesters and dispatchers (with the mock APNs and FCM)
+//! against the machine's real PostgreSQL and RabbitMQ, in a throw-away
+//! database and AMQP namespace; and an OTLP receiver for trace tests.
 
 mod cluster;
 pub mod otlp;
