@@ -1,6 +1,7 @@
 //! The one small trait every delivery channel (APNs, FCM) implements, so a
-//! third channel is a new folder (client, errors, settings) plus one line
-//! in [`crate::start`], not edits everywhere.
+//! third channel is a new folder (client, errors, settings) plus its
+//! platform in proto, its settings group in [`crate::config::Settings`] and
+//! one line in [`crate::start`], not edits everywhere.
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -3,8 +3,9 @@
 //! paced by the optional rate cap and by a process-wide pause whenever the
 //! provider answers 429. Invalid tokens are never retried.
 //!
-//! The push of a notification is prepared once and cached by notification
-//! id, so the 1000th batch of a send costs no payload building at all.
+//! The push of a notification is prepared once per target (notification and
+//! environment) and cached, so the 1000th batch of a send costs no payload
+//! building at all.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::num::NonZeroU32;

@@ -152,7 +152,7 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
         extra_ca_file: delivery.extra_ca_file.clone(),
     };
     let arbiter = Arbiter::new();
-    // The one line per channel: a new channel is a new folder and a line here.
+    // One line per channel (see `channel.rs` for what a new channel needs).
     let parts = match settings.platform {
         Platform::Ios => launch::<ApnsChannel>(&arbiter, &settings, transport, &runtime).await?,
         Platform::Android => launch::<FcmChannel>(&arbiter, &settings, transport, &runtime).await?,

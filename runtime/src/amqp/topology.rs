@@ -1,5 +1,6 @@
-//! The whole AMQP topology, declared idempotently by every service at start
-//! (and whenever a channel is reopened), so start-up order does not matter.
+//! The whole AMQP topology, declared idempotently by every service's broker
+//! link on each new connection, before any channel of it is used, so
+//! start-up order does not matter.
 //!
 //! - Work queues (`harvest.jobs`, `deliver.<platform>`, `reports`, `cleanup`)
 //!   are durable quorum queues. After [`DELIVERY_LIMIT`] deliveries a message
