@@ -137,13 +137,25 @@ pub struct DeliverySettings {
     )]
     pub retry_base_ms: u64,
 
-    /// Longest retry delay in milliseconds (a longer `Retry-After` still wins).
+    /// Longest retry delay in milliseconds (a longer `Retry-After` still
+    /// wins, up to --dispatch-retry-after-max-secs).
     #[arg(
         long = "dispatch-retry-max-ms",
         env = "CLARION_DISPATCH_RETRY_MAX_MS",
         default_value_t = 10_000
     )]
     pub retry_max_ms: u64,
+
+    /// Longest `Retry-After` honoured, in seconds: a provider asking for
+    /// longer (an hour, or a nonsense value) is retried after this instead,
+    /// so one answer cannot stall the dispatcher.
+    #[arg(
+        long = "dispatch-retry-after-max-secs",
+        env = "CLARION_DISPATCH_RETRY_AFTER_MAX_SECS",
+        default_value_t = 60,
+        value_parser = clap::value_parser!(u64).range(1..=3600)
+    )]
+    pub retry_after_max_secs: u64,
 
     /// Seconds a push may take before it is abandoned and retried.
     #[arg(
@@ -170,6 +182,10 @@ impl DeliverySettings {
 
     pub fn retry_max(&self) -> Duration {
         Duration::from_millis(self.retry_max_ms.max(self.retry_base_ms))
+    }
+
+    pub fn retry_after_max(&self) -> Duration {
+        Duration::from_secs(self.retry_after_max_secs)
     }
 
     pub fn request_timeout(&self) -> Duration {

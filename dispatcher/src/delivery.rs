@@ -35,6 +35,8 @@ pub struct Limits {
     pub max_attempts: u32,
     pub retry_base: Duration,
     pub retry_max: Duration,
+    /// The longest `Retry-After` honoured.
+    pub retry_after_max: Duration,
 }
 
 /// What became of a batch.
@@ -201,7 +203,7 @@ impl<C: PushChannel> Deliverer<C> {
                     after,
                     throttled,
                 } => {
-                    let delay = after.unwrap_or_default().max(self.backoff(attempt));
+                    let delay = retry_delay(after, self.backoff(attempt), self.limits.retry_after_max);
                     if throttled {
                         // The provider asked us to slow down: everyone waits.
                         self.pause.extend(delay);
@@ -282,6 +284,13 @@ impl<P> PreparedCache<P> {
     }
 }
 
+/// How long to wait before the next attempt: the provider's `Retry-After`
+/// (capped at `retry_after_max`, whatever it says) or our own backoff,
+/// whichever is longer.
+fn retry_delay(after: Option<Duration>, backoff: Duration, retry_after_max: Duration) -> Duration {
+    after.unwrap_or_default().min(retry_after_max).max(backoff)
+}
+
 /// A process-wide pause after a 429: every push waits until it is over.
 struct Pause {
     base: Instant,
@@ -298,7 +307,8 @@ impl Pause {
     }
 
     fn extend(&self, by: Duration) {
-        let until = (self.base.elapsed() + by).as_millis() as u64;
+        let until = self.base.elapsed().saturating_add(by).as_millis();
+        let until = u64::try_from(until).unwrap_or(u64::MAX);
         self.until_ms.fetch_max(until, Ordering::Relaxed);
     }
 
@@ -313,4 +323,29 @@ impl Pause {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_is_capped_and_never_shorter_than_the_backoff() {
+        let cap = Duration::from_secs(60);
+        let backoff = Duration::from_millis(300);
+        assert_eq!(retry_delay(Some(Duration::from_secs(3600)), backoff, cap), cap);
+        assert_eq!(retry_delay(Some(Duration::MAX), backoff, cap), cap);
+        assert_eq!(
+            retry_delay(Some(Duration::from_secs(2)), backoff, cap),
+            Duration::from_secs(2)
+        );
+        assert_eq!(retry_delay(None, backoff, cap), backoff);
+    }
+
+    #[test]
+    fn a_huge_pause_saturates_instead_of_panicking() {
+        let pause = Pause::new();
+        pause.extend(Duration::MAX);
+        assert_eq!(pause.until_ms.load(Ordering::Relaxed), u64::MAX);
+    }
 }

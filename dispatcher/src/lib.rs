@@ -211,6 +211,7 @@ async fn start_workers<C: PushChannel>(
         max_attempts: delivery.max_attempts,
         retry_base: delivery.retry_base(),
         retry_max: delivery.retry_max(),
+        retry_after_max: delivery.retry_after_max(),
     };
     let cancellations = Cancellations::default();
     let deliverer = Arc::new(Deliverer::new(

@@ -244,20 +244,21 @@ async fn outages_and_throttling_are_retried_until_delivered() {
     cluster.stop().await;
 }
 
-#[actix_web::test]
-async fn retry_after_is_honoured() {
-    let cluster = Cluster::start(options(&[], &[], &[])).await;
+/// Sends to 20 Android devices while FCM answers every push 429 with
+/// `Retry-After: retry_after_s`, lets FCM recover once it has refused a
+/// push, and returns the settled status and how long the send took.
+async fn send_through_429s(retry_after_s: u64, dispatcher: &[&str]) -> (Value, Duration) {
+    let cluster = Cluster::start(options(&[], &[], dispatcher)).await;
     let all: Vec<Device> = (0..20).map(|n| Device::android(n, &["t"])).collect();
     seed_devices(&cluster.sql().await, &all).await.unwrap();
     let fcm = &cluster.mocks().state(Platform::Android).faults;
     fcm.set(FaultConfig {
         error_rates: [(429, 1.0)].into(),
-        retry_after_s: Some(2),
+        retry_after_s: Some(retry_after_s),
         ..FaultConfig::default()
     });
     let started = Instant::now();
     let id = send(&cluster, json!({"topics": ["t"], "body": "patience"})).await;
-    // Let the first attempts be refused, then open the gates.
     let deadline = Instant::now() + WAIT;
     while !cluster
         .mocks()
@@ -272,12 +273,26 @@ async fn retry_after_is_honoured() {
     }
     fcm.set(FaultConfig::default());
     let status = cluster.wait_until_settled(&id, WAIT).await;
-    assert_eq!(status["delivery"]["android"]["sent"], 20, "{status}");
-    assert!(
-        started.elapsed() >= Duration::from_secs(2),
-        "the retry waited for Retry-After"
-    );
+    let took = started.elapsed();
     cluster.stop().await;
+    (status, took)
+}
+
+#[actix_web::test]
+async fn retry_after_is_honoured() {
+    let (status, took) = send_through_429s(2, &[]).await;
+    assert_eq!(status["delivery"]["android"]["sent"], 20, "{status}");
+    assert!(took >= Duration::from_secs(2), "the retry waited for Retry-After");
+}
+
+#[actix_web::test]
+async fn a_retry_after_of_any_size_is_capped_and_panics_nothing() {
+    // u64::MAX seconds: once a panic in the dispatch thread ("overflow when
+    // adding durations") that failed the batch; now waited for 1 s at most.
+    let (status, took) = send_through_429s(u64::MAX, &["--dispatch-retry-after-max-secs=1"]).await;
+    assert_eq!(status["delivery"]["android"]["sent"], 20, "{status}");
+    assert_eq!(status["delivery"]["android"]["failed"], 0, "{status}");
+    assert!(took < WAIT, "the send went on after the capped wait ({took:?})");
 }
 
 #[actix_web::test]
