@@ -27,10 +27,12 @@ pub fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Attempt
             after: retry_after(headers),
             throttled: false,
         },
+        // Apple's 429 `TooManyRequests` means "too many requests to this
+        // device token": only that device waits, not every push.
         (429, _) => Attempt::Retry {
             reason: "TooManyRequests",
             after: retry_after(headers),
-            throttled: true,
+            throttled: false,
         },
         (500, _) => Attempt::Retry {
             reason: "InternalServerError",
@@ -107,8 +109,9 @@ mod tests {
             Attempt::Retry {
                 reason: "TooManyRequests",
                 after: Some(Duration::from_secs(3)),
-                throttled: true
-            }
+                throttled: false
+            },
+            "a per-device limit: the process is not paused"
         );
     }
 }
