@@ -22,6 +22,10 @@ pub const FCM_SCOPE: &str = "https://www.googleapis.com/auth/firebase.messaging"
 const RENEW_MARGIN: Duration = Duration::from_secs(300);
 /// Forced renewals (after a 401) happen at most this often.
 const MIN_FORCED_RENEWAL: Duration = Duration::from_secs(30);
+/// Longest a token request may take: Google answers in well under a
+/// second; a hung token endpoint must not hold every Android push (they
+/// wait on one fetch at a time) for longer than this.
+pub const TOKEN_FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 
 type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
 
@@ -92,12 +96,17 @@ impl FcmAuth {
         if !force && let Some(cached) = self.cached.load_full().filter(|c| Instant::now() < c.renew_at) {
             return Ok(cached.header.clone());
         }
-        let token = if force {
-            self.authenticator.force_refreshed_token(&[FCM_SCOPE]).await
-        } else {
-            self.authenticator.token(&[FCM_SCOPE]).await
-        }
-        .map_err(|err| format!("OAuth2 token request failed: {err}"))?;
+        let request = async {
+            if force {
+                self.authenticator.force_refreshed_token(&[FCM_SCOPE]).await
+            } else {
+                self.authenticator.token(&[FCM_SCOPE]).await
+            }
+        };
+        let token = tokio::time::timeout(TOKEN_FETCH_TIMEOUT, request)
+            .await
+            .map_err(|_| format!("OAuth2 token request got no answer within {TOKEN_FETCH_TIMEOUT:?}"))?
+            .map_err(|err| format!("OAuth2 token request failed: {err}"))?;
         let value = token.token().ok_or("the OAuth2 answer holds no access token")?;
         let header = HeaderValue::from_str(&format!("Bearer {value}")).map_err(|err| err.to_string())?;
         let lifetime = token
