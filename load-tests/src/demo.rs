@@ -62,6 +62,8 @@ pub struct DemoArgs {
     )]
     pub database_url: String,
 
+    /// RabbitMQ for the demo (its queues live in a namespace of their own,
+    /// deleted afterwards).
     #[arg(
         long,
         env = "CLARION_AMQP_URL",
