@@ -74,6 +74,17 @@ pub struct Settings {
     )]
     pub tokens_per_job: u64,
 
+    /// Seconds a notification in flight may go without progress (no job or
+    /// delivery report counted) before the watchdog fails it with a reason
+    /// saying what never reported.
+    #[arg(
+        long = "stall-secs",
+        env = "CLARION_STALL_SECS",
+        default_value_t = 600,
+        value_parser = clap::value_parser!(u64).range(1..=86_400)
+    )]
+    pub stall_secs: u64,
+
     /// Report messages the coordinator takes from the broker ahead of processing.
     #[arg(
         long = "reports-prefetch",
@@ -114,6 +125,10 @@ pub struct Settings {
 impl Settings {
     pub fn topic_count_max_age(&self) -> Duration {
         Duration::from_secs(self.topic_count_max_age_secs)
+    }
+
+    pub fn stall(&self) -> Duration {
+        Duration::from_secs(self.stall_secs)
     }
 
     /// True when the well-known development key is accepted.

@@ -1,5 +1,5 @@
 //! Clarion's coordinator: the HTTP API (registrations, topics,
-//! notifications, cancel), the schema and its migrations, the planner and
+//! notifications, cancel), the schema and its migrations, the job relay and
 //! the topic counter (its actors), and the handlers of the reports, cleanup
 //! and dead-letter queues that turn reports into progress and cleanups.
 //!
@@ -32,8 +32,10 @@ use clarion_runtime::telemetry::TraceService;
 use clarion_runtime::{BrokerLink, db};
 use tracing::{info, warn};
 
-use crate::actors::planner::Planner;
+use crate::actors::Stop;
+use crate::actors::job_relay::JobRelay;
 use crate::actors::topic_counter::TopicCounter;
+use crate::actors::watchdog::Watchdog;
 use crate::api::AppState;
 pub use crate::config::Settings;
 use crate::handlers::cleanup::CleanupHandler;
@@ -73,6 +75,8 @@ pub struct Coordinator {
     server: ServerHandle,
     serving: tokio::task::JoinHandle<std::io::Result<()>>,
     consumers: Consumers,
+    relay: Addr<JobRelay>,
+    watchdog: Addr<Watchdog>,
     readiness: Readiness,
     grace: Duration,
 }
@@ -97,6 +101,8 @@ impl Coordinator {
         self.readiness.start_draining();
         self.server.stop(true).await;
         let _ = self.serving.await;
+        let _ = self.relay.send(Stop).await;
+        let _ = self.watchdog.send(Stop).await;
         let consumers = self.consumers.reports.iter().map(|a| a.clone().recipient());
         let consumers = consumers
             .chain(self.consumers.dead_letters.iter().map(|a| a.clone().recipient()))
@@ -127,13 +133,8 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
     let refresh_every = settings.topic_count_max_age() / 2;
     let topic_counter = TopicCounter::new(pool.clone(), refresh_every).start();
     let publisher = Publisher::new(broker.clone(), names.clone());
-    let planner = Planner::new(
-        topic_counter.clone(),
-        publisher.clone(),
-        names.clone(),
-        settings.tokens_per_job,
-    )
-    .start();
+    let relay = JobRelay::new(pool.clone(), broker.clone(), names.clone()).start();
+    let watchdog = Watchdog::new(pool.clone(), settings.stall()).start();
     clarion_runtime::metrics::watch_queue(broker.clone(), names.reports_queue());
     clarion_runtime::metrics::watch_queue(broker.clone(), names.cleanup_queue());
     clarion_runtime::metrics::watch_pool(pool.clone(), "coordinator");
@@ -179,7 +180,8 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
     let state = web::Data::new(AppState {
         pool: pool.clone(),
         topic_counter,
-        planner,
+        relay: relay.clone(),
+        tokens_per_job: settings.tokens_per_job,
         publisher,
         names: names.clone(),
         max_topics_per_device: settings.max_topics_per_device,
@@ -220,6 +222,8 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         server: handle,
         serving,
         consumers,
+        relay,
+        watchdog,
         readiness,
         grace: settings.shutdown.grace(),
     })

@@ -13,7 +13,7 @@ use clarion_proto::{SHARD_SPACE, ShardRange};
 /// for a large topic, few enough to cost nothing for a small one.
 pub const UNKNOWN_AUDIENCE_JOBS: u16 = 64;
 
-/// What the planner knows about the audience.
+/// What planning knows about the audience.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AudienceEstimate {
     /// Sum of the known topic sizes.

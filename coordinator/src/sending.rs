@@ -1,48 +1,62 @@
-//! Accepting a notification: store it, plan it, publish its jobs — once per
-//! id, however often the same id is sent.
+//! Accepting a notification: store it and its plan in one transaction —
+//! once per id, however often the same id is sent — and leave publishing
+//! to the job relay.
 //!
 //! 1. The notification is inserted in `accepted` unless its id exists.
-//! 2. In a transaction holding the row lock, a notification whose jobs are
-//!    not published yet is planned and published (confirmed by the broker),
-//!    then marked `harvesting`. A concurrent send of the same id waits on the
-//!    lock and then finds it planned.
-//! 3. If publishing fails, the transaction rolls back and the notification
-//!    stays `accepted` and unplanned: sending the same id again retries it.
+//! 2. In a transaction holding the row lock, a notification not planned yet
+//!    is planned: its shard jobs go into the outbox (`job_outbox`) and the
+//!    row is marked `harvesting`, then the transaction commits. A concurrent
+//!    send of the same id waits on the lock and then finds it planned.
+//! 3. Only then is the job relay nudged: it publishes committed jobs with
+//!    publisher confirms (and would find them anyway on its next round, or
+//!    after a restart). So the 202 means the plan is durable, the answer
+//!    never waits on the broker, no job is published before its
+//!    notification is committed, and a re-sent id is never published twice.
 
 use actix::Addr;
-use chrono::{DateTime, Utc};
 use clarion_proto::Notification;
 use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
-use tracing::{error, info};
+use tracing::field::Empty;
+use tracing::{Instrument, info};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 use uuid::Uuid;
 
-use crate::actors::planner::{PlanNotification, Planner};
+use crate::actors::job_relay::{JobRelay, JobsCommitted};
+use crate::actors::topic_counter::{PeekTopicCounts, TopicCounter};
 use crate::error::ApiError;
+use crate::planning::{AudienceEstimate, plan};
 use crate::store::StoreError;
 use crate::store::notifications::{self as store, Status};
+use crate::store::outbox;
 
 /// What became of a send request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Accepted {
-    /// Planned and published now.
+    /// Planned now; its jobs are committed to the outbox.
     New { status: Status },
     /// The id was sent before with the same content; nothing was sent again.
     Replay { status: Status },
 }
 
+/// Where a send request's plan comes from and where it goes.
+pub struct Sending<'a> {
+    pub pool: &'a PgPool,
+    pub topic_counter: &'a Addr<TopicCounter>,
+    pub relay: &'a Addr<JobRelay>,
+    pub tokens_per_job: u64,
+}
+
 /// Runs inside the notification's span: its trace id is stored with the
-/// notification, and the planner's spans are its children.
+/// notification, and the planning span is its child.
 pub async fn accept(
-    pool: &PgPool,
-    planner: &Addr<Planner>,
+    sending: Sending<'_>,
     id: Uuid,
     notification: Notification,
     api_key_id: &str,
 ) -> Result<Accepted, ApiError> {
-    let span = tracing::Span::current();
-    let trace_id = trace_id_of(&span);
-    let mut conn = pool.get().await.map_err(DbError::from)?;
+    let trace_id = trace_id_of(&tracing::Span::current());
+    let mut conn = sending.pool.get().await.map_err(DbError::from)?;
     store::insert_if_absent(&*conn, id, &notification, api_key_id, trace_id.as_deref()).await?;
 
     let tx = conn.transaction().await.map_err(StoreError::from)?;
@@ -60,27 +74,51 @@ pub async fn accept(
         });
     }
 
-    let sent_at: DateTime<Utc> = stored.created_at;
-    let plan = planner
-        .send(PlanNotification {
-            id,
-            notification,
-            sent_at,
-            parent: span,
-        })
-        .await
-        .map_err(|_| ApiError::Unavailable("the planner is not running".into()))?
-        .map_err(|err| {
-            error!(notification.id = %id, error = %err, "notification not sent");
-            ApiError::Unavailable(format!(
-                "the notification was stored but its jobs could not be queued ({err}); \
-                 send it again with the same id to retry"
-            ))
-        })?;
-    store::mark_planned(&tx, id, plan.jobs).await?;
+    let span = tracing::info_span!(
+        "plan notification",
+        notification.id = %id,
+        jobs = Empty,
+        estimated_audience = Empty,
+        unknown_topics = Empty,
+    );
+    let jobs = async {
+        let counts = sending
+            .topic_counter
+            .send(PeekTopicCounts {
+                topics: notification.topics.clone(),
+            })
+            .await
+            .map_err(|_| ApiError::Unavailable("the topic counter is not running".into()))?;
+        let estimate = AudienceEstimate {
+            known: counts.iter().flatten().map(|c| c.total()).sum(),
+            unknown_topics: counts.iter().filter(|c| c.is_none()).count(),
+        };
+        let ranges = plan(estimate, sending.tokens_per_job);
+        let jobs = ranges.len() as u32;
+        let current = tracing::Span::current();
+        current.record("jobs", jobs);
+        current.record("estimated_audience", estimate.known);
+        current.record("unknown_topics", estimate.unknown_topics);
+        let trace_context = clarion_proto::trace_context::inject(&current.context());
+        outbox::insert_plan(&tx, id, &ranges).await?;
+        store::mark_planned(&tx, id, jobs, &trace_context).await?;
+        info!(
+            notification.id = %id,
+            jobs,
+            estimated_audience = estimate.known,
+            unknown_topics = estimate.unknown_topics,
+            "notification planned"
+        );
+        Ok::<u32, ApiError>(jobs)
+    }
+    .instrument(span)
+    .await?;
     tx.commit().await.map_err(StoreError::from)?;
-    info!(notification.id = %id, jobs = plan.jobs, "notification accepted");
-    metrics::counter!("clarion_coordinator_jobs_planned_total").increment(u64::from(plan.jobs));
+    // A nudge, not a hand-over: the relay finds committed jobs by itself, so
+    // a full mailbox (nudges already waiting) loses nothing.
+    let _ = sending.relay.try_send(JobsCommitted);
+    info!(notification.id = %id, jobs, "notification accepted");
+    metrics::counter!("clarion_coordinator_jobs_planned_total").increment(u64::from(jobs));
     Ok(Accepted::New {
         status: Status::Harvesting,
     })
@@ -89,7 +127,6 @@ pub async fn accept(
 /// The W3C trace id of `span` (32 hex characters), when it is traced.
 fn trace_id_of(span: &tracing::Span) -> Option<String> {
     use opentelemetry::trace::TraceContextExt;
-    use tracing_opentelemetry::OpenTelemetrySpanExt;
     let context = span.context();
     let span_context = context.span().span_context().clone();
     span_context

@@ -95,6 +95,9 @@ impl<C: PushChannel> Deliverer<C> {
         let tokens = batch.tokens.len() as u32;
         let id = batch.batch_id.notification_id;
         let expires_at = batch.sent_at + chrono::Duration::seconds(i64::from(batch.notification.ttl_seconds));
+        // Nothing is pushed before the control log is read: a notification
+        // cancelled while this process was down is known first.
+        self.cancellations.up_to_date().await;
         if self.cancellations.is_cancelled(id) {
             outcome.counts.cancelled = tokens;
             return outcome;

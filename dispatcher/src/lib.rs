@@ -25,6 +25,7 @@ use clarion_runtime::amqp::consumer::{ConsumerSpec, QueueConsumer, StopConsuming
 use clarion_runtime::amqp::control::{Cancellations, subscribe};
 use clarion_runtime::amqp::publisher::Publisher;
 use clarion_runtime::health::{HealthServer, Readiness};
+use clarion_runtime::recent::Recent;
 use clarion_runtime::telemetry::TraceService;
 use tokio::sync::oneshot;
 use tracing::{info, warn};
@@ -34,7 +35,7 @@ use crate::channel::{PushChannel, Transport};
 pub use crate::config::Settings;
 use crate::delivery::{Deliverer, Limits};
 use crate::fcm::FcmChannel;
-use crate::handlers::token_batches::TokenBatchHandler;
+use crate::handlers::token_batches::{DELIVERED_REMEMBERED, TokenBatchHandler};
 use crate::http2::PoolLimits;
 
 /// How the dispatcher's spans are exported (its platform as an attribute).
@@ -237,6 +238,7 @@ async fn start_workers<C: PushChannel>(
             deliverer,
             runtime,
             publisher: Publisher::new(link.clone(), names.clone()),
+            delivered: Recent::new(DELIVERED_REMEMBERED),
         };
         clarion_runtime::metrics::watch_queue(link.clone(), names.deliver_queue(platform));
         let spec = ConsumerSpec {

@@ -6,9 +6,9 @@
 //! whole), at most one open batch per target is held, and at most
 //! `publish_window` published batches wait for their confirm.
 
-use std::pin::pin;
+use std::collections::HashMap;
 
-use clarion_proto::{ApnsEnvironment, Platform, ShardJob};
+use clarion_proto::{ApnsEnvironment, Platform, ShardJob, TokenBatch};
 use clarion_runtime::PgPool;
 use clarion_runtime::amqp::control::Cancellations;
 use clarion_runtime::amqp::publisher::{PublishError, Publisher};
@@ -16,10 +16,11 @@ use clarion_runtime::db::DbError;
 use futures::stream::FuturesUnordered;
 use futures::{StreamExt, TryStreamExt};
 use tokio_postgres::types::ToSql;
-use tracing::Instrument;
 use tracing::field::Empty;
+use tracing::{Instrument, info};
 
 use crate::batching::{BatchCutter, BatchTotals};
+use crate::ledger::{self, Entry, Ledger};
 
 /// One topic: the primary key yields rows already ordered by (shard, token).
 const ONE_TOPIC: &str = "SELECT token, platform, apns_environment FROM registrations
@@ -58,14 +59,30 @@ pub struct HarvestContext {
 }
 
 /// Harvests `job`; resolves once every batch is confirmed by the broker.
-/// A cancelled notification stops the harvest: the totals then cover the
-/// batches published before the cancellation arrived.
-pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals, HarvestError> {
+/// Nothing is harvested before the control log is read (a notification
+/// cancelled while this process was down is known first); a cancelled
+/// notification stops the harvest: the totals then cover the batches
+/// published before the cancellation arrived. A `redelivered` job skips the
+/// batches the [`ledger`](crate::ledger) says an earlier attempt had
+/// published; the totals count them all the same.
+pub async fn harvest(
+    job: &ShardJob,
+    ctx: &HarvestContext,
+    redelivered: bool,
+) -> Result<BatchTotals, HarvestError> {
     let mut published = BatchTotals::default();
+    ctx.cancellations.up_to_date().await;
     let cancelled = || ctx.cancellations.is_cancelled(job.notification_id);
     if cancelled() {
         return Ok(published);
     }
+    let already = if redelivered {
+        ledger::published(&ctx.pool, job.notification_id, job.job_index).await?
+    } else {
+        HashMap::new()
+    };
+    let ledger = Ledger::open(ctx.pool.clone(), job.notification_id, job.job_index);
+    let mut skipped = 0u32;
     let conn = ctx.pool.get().await.map_err(DbError::from)?;
     let start = job.shards.start() as i16;
     let end = job.shards.end() as i16;
@@ -87,10 +104,11 @@ pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals
     );
     let statement = conn.prepare(sql).instrument(query_span.clone()).await?;
     let params: [&(dyn ToSql + Sync); 3] = [topic_param, &start, &end];
-    let mut rows = pin!(
+    // Boxed so it can be dropped (query finished) before `conn` goes back.
+    let mut rows = Box::pin(
         conn.query_raw(&statement, params)
             .instrument(query_span.clone())
-            .await?
+            .await?,
     );
     let mut returned_rows = 0u64;
 
@@ -118,26 +136,60 @@ pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals
                 break;
             }
             published.add(&batch);
-            let sent = ctx.publisher.send(&ctx.publisher.outgoing(&batch)?).await?;
-            confirms.push(sent.confirmed());
+            match publish(ctx, &batch, &already).await? {
+                Some(confirm) => confirms.push(confirm),
+                None => skipped += 1,
+            }
             while confirms.len() >= ctx.publish_window.max(1) {
-                confirms.next().await.transpose()?;
+                if let Some(entry) = confirms.next().await.transpose()? {
+                    ledger.record(entry).await;
+                }
             }
         }
     }
     if !cancelled() {
         for batch in cutter.finish() {
             published.add(&batch);
-            let sent = ctx.publisher.send(&ctx.publisher.outgoing(&batch)?).await?;
-            confirms.push(sent.confirmed());
+            match publish(ctx, &batch, &already).await? {
+                Some(confirm) => confirms.push(confirm),
+                None => skipped += 1,
+            }
         }
     }
     query_span.record("db.response.returned_rows", returned_rows);
     drop(query_span);
     while let Some(confirmed) = confirms.next().await {
-        confirmed?;
+        ledger.record(confirmed?).await;
+    }
+    // The ledger's writer may need a pooled connection: give this one back.
+    drop(rows);
+    drop(conn);
+    ledger.close().await;
+    if skipped > 0 {
+        info!(
+            notification.id = %job.notification_id,
+            job = job.job_index,
+            skipped,
+            "batches an earlier attempt had published were not published again"
+        );
+        metrics::counter!("clarion_harvester_batches_skipped_total").increment(u64::from(skipped));
     }
     Ok(published)
+}
+
+/// Publishes `batch` unless an earlier attempt published the same batch;
+/// the returned future resolves to its ledger entry once confirmed.
+async fn publish(
+    ctx: &HarvestContext,
+    batch: &TokenBatch,
+    already: &HashMap<u32, i64>,
+) -> Result<Option<impl Future<Output = Result<Entry, PublishError>> + use<>>, HarvestError> {
+    let entry = Entry::of(batch);
+    if already.get(&entry.seq) == Some(&entry.digest) {
+        return Ok(None);
+    }
+    let sent = ctx.publisher.send(&ctx.publisher.outgoing(batch)?).await?;
+    Ok(Some(async move { sent.confirmed().await.map(|()| entry) }))
 }
 
 /// A stored value parsed as `T`; a value no Clarion wrote is corrupt.

@@ -11,6 +11,7 @@ pub mod batching;
 pub mod config;
 pub mod handlers;
 pub mod harvest;
+pub mod ledger;
 
 use std::time::Duration;
 

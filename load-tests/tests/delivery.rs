@@ -351,7 +351,9 @@ async fn a_dispatcher_killed_mid_batch_loses_nothing_and_resends_only_its_batch(
     seed_devices(&cluster.sql().await, &all).await.unwrap();
     let apns = &cluster.mocks().state(Platform::Ios);
     apns.faults.set(FaultConfig {
-        latency_ms: 10.0,
+        // Slow enough (a batch takes 1.5 s) that the kill lands mid-batch even
+        // when a busy machine starves this test for a while.
+        latency_ms: 30.0,
         ..FaultConfig::default()
     });
 

@@ -166,8 +166,10 @@ async fn the_same_id_sent_twice_is_sent_once() {
 }
 
 #[actix_web::test]
-async fn a_harvester_killed_mid_job_leaves_the_job_to_another() {
+async fn a_harvester_killed_mid_job_leaves_the_job_to_another_which_publishes_only_the_rest() {
     const DEVICES: u64 = 20_000;
+    /// Batches the first harvester publishes before it is killed.
+    const BEFORE_KILL: u32 = 200;
     // One job, tiny batches, one unconfirmed batch at a time: a slow harvest to kill.
     let mut cluster = Cluster::start(options(
         0,
@@ -182,15 +184,18 @@ async fn a_harvester_killed_mid_job_leaves_the_job_to_another() {
     let devices: Vec<Device> = (0..DEVICES).map(|n| Device::ios(n, &["breaking/uk"])).collect();
     seed_devices(&cluster.sql().await, &devices).await.unwrap();
     let doomed = cluster.start_harvester(&[]).await;
+    // Counted before the send, so the plan is the one job asked for.
+    assert_eq!(cluster.topic_size("breaking/uk").await["subscribers"], DEVICES);
 
     let (status, accepted) = cluster
         .send(&json!({"topics": ["breaking/uk"], "body": "survives"}))
         .await;
     assert_eq!(status, StatusCode::ACCEPTED);
     let id = id_of(&accepted);
+    assert_eq!(cluster.status(&id).await["jobs"]["planned"], 1);
     let queue = cluster.names.deliver_queue(Platform::Ios);
     let deadline = std::time::Instant::now() + WAIT;
-    while cluster.queue_depth(&queue).await < 20 {
+    while cluster.queue_depth(&queue).await < BEFORE_KILL {
         assert!(
             std::time::Instant::now() < deadline,
             "the first harvester never published"
@@ -212,10 +217,15 @@ async fn a_harvester_killed_mid_job_leaves_the_job_to_another() {
     let batches = cluster.take_queued_batches(Platform::Ios).await;
     let got = tokens_of(&batches, Platform::Ios);
     assert_eq!(got.len() as u64, DEVICES, "every device still gets its batch");
+    // What the ledger had not recorded when the harvester died is published
+    // again: the batch awaiting its confirm (a window of 1) and those the
+    // ledger's writer had not written yet — a few, against the 200+ batches
+    // (2,000+ tokens) every one of which was published again before.
     let repeated = got.values().filter(|&&n| n > 1).count();
+    println!("harvester killed after {BEFORE_KILL}+ batches: {repeated} tokens published twice");
     assert!(
-        repeated > 0,
-        "the second harvester re-sent what the first had published"
+        repeated <= 200,
+        "only the tail the ledger had not recorded is published again: {repeated} tokens repeated"
     );
     cluster.stop().await;
 }

@@ -178,8 +178,10 @@ pub struct DeliveryReport {
     pub accepts: Vec<AcceptBucket>,
 }
 
-/// Coordinator → every harvester and dispatcher (fanout): operator decisions
-/// that must reach all processes promptly.
+/// Coordinator → every harvester and dispatcher: operator decisions that
+/// must reach all processes promptly, and every process started later. The
+/// control exchange feeds a retained log (a stream queue) that each process
+/// reads from its beginning.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Control {
     pub v: WireVersion,
@@ -191,6 +193,9 @@ pub struct Control {
 pub enum ControlCommand {
     /// Stop harvesting and sending this notification.
     Cancel { notification_id: Uuid },
+    /// A process's own mark on the control log: when it reads its mark back,
+    /// it has read every control message logged before it.
+    Mark { listener: Uuid },
 }
 
 /// Why tokens are handed to cleanup.

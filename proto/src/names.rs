@@ -16,6 +16,13 @@ pub const DEFAULT_NAMESPACE: &str = "clarion";
 /// declaration, so every service must use the same value: a constant.
 pub const DELIVERY_LIMIT: u32 = 5;
 
+/// How long the control log keeps a control message (its `x-max-age`):
+/// longer than any notification can still be pushed (the longest TTL, 28
+/// days, after which a batch is expired, not pushed), so a cancellation
+/// outlives every batch it cancels. Part of the log's declaration: a
+/// constant.
+pub const CONTROL_LOG_MAX_AGE: &str = "30D";
+
 /// Values of the [`headers::MESSAGE_TYPE`] header.
 pub mod message_types {
     pub const SHARD_JOB: &str = "shard_job";
@@ -119,6 +126,13 @@ impl Names {
     /// Fanout exchange for control messages (cancellations) to every process.
     pub fn control_exchange(&self) -> String {
         self.name("control")
+    }
+
+    /// The control log: a stream queue fed by the control exchange, which
+    /// keeps every control message for [`CONTROL_LOG_MAX_AGE`]; every
+    /// harvester and dispatcher reads it from the beginning when it starts.
+    pub fn control_log(&self) -> String {
+        self.name("control.log")
     }
 
     /// Direct exchange that receives messages given up by any queue; routed by

@@ -116,9 +116,11 @@ impl WireMessage for Control {
         ""
     }
 
+    /// The nil id for a mark, which belongs to no notification.
     fn notification_id(&self) -> Uuid {
         match self.command {
             ControlCommand::Cancel { notification_id } => notification_id,
+            ControlCommand::Mark { .. } => Uuid::nil(),
         }
     }
 }

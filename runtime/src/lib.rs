@@ -9,6 +9,7 @@ pub mod backoff;
 pub mod db;
 pub mod health;
 pub mod metrics;
+pub mod recent;
 pub mod settings;
 pub mod shutdown;
 pub mod telemetry;

@@ -1,4 +1,13 @@
 //! The coordinator's actors, one per file with its messages beside it.
 
-pub mod planner;
+pub mod job_relay;
 pub mod topic_counter;
+pub mod watchdog;
+
+use actix::Message;
+
+/// The coordinator is stopping: the actor starts no new work (what runs
+/// finishes) and stops. Handled by the actors that run on a schedule.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Stop;

@@ -18,7 +18,7 @@ use clarion_runtime::PgPool;
 use clarion_runtime::amqp::publisher::Publisher;
 use clarion_runtime::health;
 
-use crate::actors::planner::Planner;
+use crate::actors::job_relay::JobRelay;
 use crate::actors::topic_counter::TopicCounter;
 use crate::error::ApiError;
 
@@ -31,7 +31,9 @@ pub const BODY_LIMIT: usize = 64 * 1024;
 pub struct AppState {
     pub pool: PgPool,
     pub topic_counter: Addr<TopicCounter>,
-    pub planner: Addr<Planner>,
+    pub relay: Addr<JobRelay>,
+    /// Tokens a shard job should cover (`CLARION_TOKENS_PER_JOB`).
+    pub tokens_per_job: u64,
     /// For control messages (cancellations).
     pub publisher: Publisher,
     pub names: Names,

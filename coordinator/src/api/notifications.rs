@@ -18,7 +18,7 @@ use super::AppState;
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
 use crate::progress::timings::{Timings, reachable, timings};
-use crate::sending::{Accepted, accept};
+use crate::sending::{Accepted, Sending, accept};
 use crate::store::notifications::{self as store, Cancel, PlatformDelivery, StoredNotification};
 
 /// A breaking-news alert for one or more topics.
@@ -131,6 +131,9 @@ pub struct CleanupBody {
     pub invalid_tokens: String,
     /// True when invalid tokens were kept for that reason.
     pub suspect_configuration: bool,
+    /// Token cleanups that could not be recorded and were parked in the
+    /// cleanup dead-letter queue (their registrations are kept).
+    pub parked: u32,
 }
 
 /// Where a notification stands.
@@ -149,6 +152,9 @@ pub struct NotificationStatus {
     pub updated_at: DateTime<Utc>,
     pub completed_at: Option<DateTime<Utc>>,
     pub cancelled_at: Option<DateTime<Utc>>,
+    /// Why the notification failed: the watchdog's account of what never
+    /// reported, or the report that was given up.
+    pub failure_reason: Option<String>,
     pub jobs: JobCounts,
     /// Devices harvested so far, per platform.
     pub audience: Audience,
@@ -183,6 +189,7 @@ impl NotificationStatus {
             updated_at: stored.updated_at,
             completed_at: stored.completed_at,
             cancelled_at: stored.cancelled_at,
+            failure_reason: stored.failure_reason,
             jobs: JobCounts {
                 planned: stored.jobs_planned,
                 done: stored.jobs_done,
@@ -212,6 +219,7 @@ impl NotificationStatus {
                 registrations_deleted: stored.registrations_deleted,
                 invalid_tokens: invalid_tokens.to_owned(),
                 suspect_configuration: invalid_tokens == "kept",
+                parked: stored.cleanups_parked,
             },
             links: self_link(stored.id),
         }
@@ -247,7 +255,7 @@ fn self_link(id: Uuid) -> Links {
     security(("api_key" = [])),
     request_body = SendRequest,
     responses(
-        (status = 202, description = "Accepted: the shard jobs are queued", body = SendAccepted),
+        (status = 202, description = "Accepted: the notification and its shard jobs are committed; they are published to the harvesters right away, or as soon as the broker is reachable", body = SendAccepted),
         (status = 200, description = "This id was sent before with the same content; nothing was sent again", body = SendAccepted),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
@@ -255,7 +263,7 @@ fn self_link(id: Uuid) -> Links {
         (status = 409, description = "This id was sent before with other content", body = Problem, content_type = "application/problem+json"),
         (status = 413, body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Payload too large for APNs/FCM, bad topics, URLs, TTL or data keys", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Stored, but the jobs could not be queued; send the same id again", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The database is unavailable: the plan was not committed; send the same id again", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[post("/api/v1/notifications")]
@@ -276,7 +284,13 @@ pub async fn send_notification(
         notification.topics = notification.topics.len(),
         notification.dry_run = notification.dry_run,
     );
-    let accepted = accept(&state.pool, &state.planner, id, notification, &caller.key_id)
+    let sending = Sending {
+        pool: &state.pool,
+        topic_counter: &state.topic_counter,
+        relay: &state.relay,
+        tokens_per_job: state.tokens_per_job,
+    };
+    let accepted = accept(sending, id, notification, &caller.key_id)
         .instrument(span)
         .await;
     let outcome = match &accepted {
@@ -346,8 +360,15 @@ pub async fn get_notification(
         .body(body))
 }
 
+/// Longest a cancel waits for the broker to confirm the cancellation.
+const CANCEL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Stop a notification: no more harvesting or pushing. Pushes Apple and
 /// Google already accepted stay counted as sent.
+///
+/// The 200 is durable: the cancellation is in the control log, which every
+/// harvester and dispatcher — running, restarting or started later — reads
+/// before it harvests or pushes anything.
 #[utoipa::path(
     tag = "notifications",
     security(("api_key" = [])),
@@ -358,7 +379,7 @@ pub async fn get_notification(
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Already complete", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Cancelled, but the harvesters and dispatchers could not be told; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Marked cancelled (no more jobs are published), but the broker did not confirm the cancellation within 10 s; retry", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[post("/api/v1/notifications/{id}/cancel")]
@@ -378,11 +399,21 @@ pub async fn cancel_notification(
         }
         Cancel::Cancelled => {}
     }
-    publish_cancel(&state.publisher, id).await.map_err(|err| {
-        ApiError::Unavailable(format!(
-            "notification {id} is marked cancelled, but harvesters and dispatchers could not be told ({err}); retry"
-        ))
-    })?;
+    // The 200 waits for the broker's confirm that the cancellation is in the
+    // control log, which every harvester and dispatcher reads before it
+    // harvests or pushes anything (see `clarion_runtime::amqp::control`).
+    let logged = tokio::time::timeout(CANCEL_DEADLINE, publish_cancel(&state.publisher, id)).await;
+    let not_logged = match logged {
+        Ok(Ok(())) => None,
+        Ok(Err(err)) => Some(err.to_string()),
+        Err(_) => Some(format!("no confirm from the broker within {CANCEL_DEADLINE:?}")),
+    };
+    if let Some(reason) = not_logged {
+        return Err(ApiError::Unavailable(format!(
+            "notification {id} is marked cancelled and no more of its jobs will be published, \
+             but the cancellation could not be logged for the harvesters and dispatchers ({reason}); retry"
+        )));
+    }
     info!(notification.id = %id, key = %caller.key_id, "notification cancelled");
     let stored = store::get(&state.pool, id)
         .await?

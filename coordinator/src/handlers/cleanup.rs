@@ -5,12 +5,12 @@
 use clarion_proto::codec::decode;
 use clarion_proto::{CleanupReason, TokenCleanup};
 use clarion_runtime::PgPool;
-use clarion_runtime::amqp::consumer::{DeliveryHandler, ack, dead_letter, requeue};
+use clarion_runtime::amqp::consumer::{DeliveryHandler, ack, dead_letter};
 use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
 use tracing::{Instrument, debug, warn};
 
-use super::{count_report, process_span, retry_database};
+use super::{count_report, give_back, process_span, retry_database};
 use crate::progress::{Cleaned, record_cleanup};
 
 #[derive(Clone)]
@@ -51,7 +51,7 @@ impl DeliveryHandler for CleanupHandler {
                     );
                     ack(&delivery).await;
                 }
-                Err(_) => requeue(&delivery).await,
+                Err(err) => give_back(&delivery, "token cleanup", &err).await,
             }
         }
         .instrument(span))

@@ -5,13 +5,13 @@ use clarion_proto::codec::decode;
 use clarion_proto::names::{headers, message_types};
 use clarion_proto::{DeliveryReport, JobReport};
 use clarion_runtime::PgPool;
-use clarion_runtime::amqp::consumer::{DeliveryHandler, ack, dead_letter, requeue};
+use clarion_runtime::amqp::consumer::{DeliveryHandler, ack, dead_letter};
 use clarion_runtime::amqp::message::header_text;
 use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
 use tracing::{Instrument, debug, warn};
 
-use super::{count_report, process_span, retry_database};
+use super::{count_report, give_back, process_span, retry_database};
 use crate::progress::completion::announce;
 use crate::progress::{Recorded, record_delivery, record_job};
 
@@ -78,7 +78,7 @@ impl DeliveryHandler for ReportHandler {
                         debug!(notification.id = %id, "report already counted");
                         ack(&delivery).await;
                     }
-                    Err(_) => requeue(&delivery).await,
+                    Err(err) => give_back(&delivery, "record report", &err).await,
                 }
             }
             .instrument(span),

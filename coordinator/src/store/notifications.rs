@@ -73,6 +73,8 @@ pub struct StoredNotification {
     pub updated_at: DateTime<Utc>,
     pub completed_at: Option<DateTime<Utc>>,
     pub cancelled_at: Option<DateTime<Utc>>,
+    pub failure_reason: Option<String>,
+    pub cleanups_parked: u32,
 }
 
 /// What became of one platform's pushes so far (also the status API's
@@ -100,7 +102,8 @@ const COLUMNS: &str = "id, payload, status, api_key_id, trace_id, jobs_planned, 
                        sent_ios, failed_ios, invalid_ios, unregistered_ios, expired_ios, dry_run_ios, cancelled_ios,
                        sent_android, failed_android, invalid_android, unregistered_android, expired_android,
                        dry_run_android, cancelled_android, registrations_deleted, invalid_decision,
-                       t50_ms, t90_ms, t99_ms, created_at, updated_at, completed_at, cancelled_at";
+                       t50_ms, t90_ms, t99_ms, created_at, updated_at, completed_at, cancelled_at,
+                       failure_reason, cleanups_parked";
 
 /// Stores a new notification in `accepted`; does nothing when the id exists.
 pub async fn insert_if_absent(
@@ -133,11 +136,22 @@ pub async fn lock(tx: &Transaction<'_>, id: Uuid) -> Result<Option<StoredNotific
     row.map(|row| from_row(&row)).transpose()
 }
 
-/// Records that the shard jobs are published: the notification is harvesting.
-pub async fn mark_planned(tx: &Transaction<'_>, id: Uuid, jobs: u32) -> Result<(), StoreError> {
+/// Records that the notification is planned (its jobs are in the outbox, in
+/// the same transaction): it is harvesting. `trace_context` is the planning
+/// span's W3C headers, for the jobs published later.
+pub async fn mark_planned(
+    tx: &Transaction<'_>,
+    id: Uuid,
+    jobs: u32,
+    trace_context: &[(String, String)],
+) -> Result<(), StoreError> {
+    let trace_context =
+        serde_json::to_value(trace_context).map_err(|err| StoreError::Corrupt(err.to_string()))?;
     tx.execute(
-        "UPDATE notifications SET status = 'harvesting', jobs_planned = $2, updated_at = now() WHERE id = $1",
-        &[&id, &(jobs as i32)],
+        "UPDATE notifications
+            SET status = 'harvesting', jobs_planned = $2, trace_context = $3, updated_at = now()
+          WHERE id = $1",
+        &[&id, &(jobs as i32), &trace_context],
     )
     .await?;
     Ok(())
@@ -251,6 +265,8 @@ fn from_row(row: &Row) -> Result<StoredNotification, StoreError> {
         updated_at: row.get("updated_at"),
         completed_at: row.get("completed_at"),
         cancelled_at: row.get("cancelled_at"),
+        failure_reason: row.get("failure_reason"),
+        cleanups_parked: small("cleanups_parked"),
     })
 }
 
@@ -297,9 +313,86 @@ pub async fn cancel(pool: &PgPool, id: Uuid) -> Result<Cancel, StoreError> {
             &[&id],
         )
         .await?;
-    Ok(match row.map(|row| row.get::<_, String>(0)) {
+    let outcome = match row.map(|row| row.get::<_, String>(0)) {
         None => Cancel::Unknown,
         Some(status) if status == "complete" => Cancel::AlreadyComplete,
         Some(_) => Cancel::Cancelled,
-    })
+    };
+    if outcome == Cancel::Cancelled {
+        // Its jobs not published yet never will be (the relay skips
+        // cancelled notifications); drop them from the outbox.
+        conn.execute(
+            "DELETE FROM job_outbox WHERE notification_id = $1 AND published_at IS NULL",
+            &[&id],
+        )
+        .await?;
+    }
+    Ok(outcome)
+}
+
+/// Fails a notification still in flight, keeping the first reason given;
+/// a finished (complete, failed, cancelled) one is left as it is. True when
+/// it was failed now.
+pub async fn fail(client: &impl GenericClient, id: Uuid, reason: &str) -> Result<bool, StoreError> {
+    let failed = client
+        .execute(
+            "UPDATE notifications
+                SET status = 'failed', failure_reason = coalesce(failure_reason, $2), updated_at = now()
+              WHERE id = $1 AND status IN ('accepted', 'harvesting', 'dispatching')",
+            &[&id, &reason],
+        )
+        .await?;
+    Ok(failed > 0)
+}
+
+/// Counts a token cleanup given up for the notification (its registrations
+/// stay).
+pub async fn count_parked_cleanup(client: &impl GenericClient, id: Uuid) -> Result<(), StoreError> {
+    client
+        .execute(
+            "UPDATE notifications SET cleanups_parked = cleanups_parked + 1, updated_at = now() WHERE id = $1",
+            &[&id],
+        )
+        .await?;
+    Ok(())
+}
+
+/// A notification the watchdog failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stalled {
+    pub id: Uuid,
+    pub reason: String,
+}
+
+/// Fails every notification in flight whose last progress (a counted
+/// report, or its planning) is older than `stall`, with a reason that says
+/// what is unaccounted for.
+pub async fn fail_stalled(
+    client: &impl GenericClient,
+    stall: std::time::Duration,
+) -> Result<Vec<Stalled>, StoreError> {
+    let seconds = stall.as_secs_f64();
+    let rows = client
+        .query(
+            "UPDATE notifications n
+                SET status = 'failed', updated_at = now(),
+                    failure_reason = coalesce(n.failure_reason, format(
+                        'no progress for %s s: %s of %s shard jobs unreported (%s never published), %s of %s token batches unreported',
+                        round($1::float8)::bigint,
+                        greatest(n.jobs_planned - n.jobs_done - n.jobs_failed, 0), n.jobs_planned,
+                        (SELECT count(*) FROM job_outbox o WHERE o.notification_id = n.id AND o.published_at IS NULL),
+                        greatest(n.batches_expected - n.batches_reported, 0), n.batches_expected))
+              WHERE n.status IN ('accepted', 'harvesting', 'dispatching')
+                AND n.updated_at < now() - make_interval(secs => $1::float8)
+          RETURNING n.id, n.failure_reason",
+            &[&seconds],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| Stalled {
+            id: row.get(0),
+            reason: row.get::<_, Option<String>>(1).unwrap_or_default(),
+        })
+        .collect())
 }

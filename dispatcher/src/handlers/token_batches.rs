@@ -9,6 +9,11 @@
 //! 3. publish the delivery report and the tokens to clean up, confirmed;
 //! 4. ack. If the report cannot be published the batch goes back to the
 //!    queue and is delivered again: a crash re-sends only batches in flight.
+//!
+//! A batch whose report this process already published comes back when
+//! only its ack was lost (the channel closed in between, e.g. a broker
+//! restart): it is acked again without a push. The batches delivered lately
+//! are remembered for that ([`DELIVERED_REMEMBERED`]).
 
 use std::sync::Arc;
 
@@ -19,11 +24,12 @@ use clarion_proto::{
 use clarion_runtime::amqp::consumer::{DeliveryHandler, ack, dead_letter, requeue};
 use clarion_runtime::amqp::message::trace_parent;
 use clarion_runtime::amqp::publisher::{Outgoing, PublishError, Publisher};
+use clarion_runtime::recent::Recent;
 use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
 use opentelemetry::KeyValue;
 use tracing::field::Empty;
-use tracing::{Instrument, info, warn};
+use tracing::{Instrument, debug, info, warn};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::channel::PushChannel;
@@ -31,6 +37,9 @@ use crate::delivery::{BatchOutcome, Deliverer};
 
 /// Attempts to get a batch's report confirmed before giving the batch back.
 const PUBLISH_ATTEMPTS: u32 = 3;
+/// Batches remembered as delivered: far more than a process has in hand
+/// (workers × prefetch) or could get back after one broker restart.
+pub const DELIVERED_REMEMBERED: usize = 16_384;
 /// Invalid tokens above this share of a batch are logged as a warning: a
 /// sign of a wrong bundle id, project or environment (the coordinator
 /// decides what to delete).
@@ -41,6 +50,8 @@ pub struct TokenBatchHandler<C: PushChannel> {
     /// Where pushes run (a multi-threaded runtime).
     pub runtime: tokio::runtime::Handle,
     pub publisher: Publisher,
+    /// Batches whose report this process published lately.
+    pub delivered: Recent<BatchId>,
 }
 
 impl<C: PushChannel> Clone for TokenBatchHandler<C> {
@@ -49,6 +60,7 @@ impl<C: PushChannel> Clone for TokenBatchHandler<C> {
             deliverer: self.deliverer.clone(),
             runtime: self.runtime.clone(),
             publisher: self.publisher.clone(),
+            delivered: self.delivered.clone(),
         }
     }
 }
@@ -68,6 +80,11 @@ impl<C: PushChannel> DeliveryHandler for TokenBatchHandler<C> {
                 }
                 Err(err) => return dead_letter(&delivery, &err.to_string()).await,
             };
+            if worker.delivered.contains(&batch.batch_id) {
+                debug!(batch = %batch.batch_id, "batch already delivered and reported; acked again without a push");
+                count_batch(batch.platform, "already_delivered");
+                return ack(&delivery).await;
+            }
             let span = tracing::info_span!(
                 "deliver batch",
                 otel.kind = "consumer",
@@ -114,6 +131,7 @@ impl<C: PushChannel> DeliveryHandler for TokenBatchHandler<C> {
                     .await
                 {
                     Ok(()) => {
+                        worker.delivered.insert(batch.batch_id);
                         count_batch(batch.platform, "delivered");
                         ack(&delivery).await;
                     }

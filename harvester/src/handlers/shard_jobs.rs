@@ -12,7 +12,8 @@
 //! each attempt; the queue's delivery limit (which also counts crashes)
 //! bounds the attempts, after which the job is dead-lettered and the
 //! coordinator marks the notification. A retried job republishes its batches
-//! under the same ids.
+//! under the same ids, except those the ledger says an earlier attempt had
+//! already published.
 
 use std::time::{Duration, Instant};
 
@@ -63,7 +64,8 @@ impl DeliveryHandler for ShardJobHandler {
             );
             let _ = span.set_parent(trace_parent(&delivery.properties));
             let started = Instant::now();
-            match worker.run(&job).instrument(span.clone()).await {
+            let redelivered = delivery.redelivered || attempt > 1;
+            match worker.run(&job, redelivered).instrument(span.clone()).await {
                 Ok(report) => {
                     if let JobOutcome::Harvested {
                         ios,
@@ -126,8 +128,8 @@ impl DeliveryHandler for ShardJobHandler {
 impl ShardJobHandler {
     /// Harvests the job and reports it; the report is confirmed before this
     /// returns, so the job may be acked.
-    async fn run(&self, job: &ShardJob) -> Result<JobReport, HarvestError> {
-        let totals = harvest(job, &self.context).await?;
+    async fn run(&self, job: &ShardJob, redelivered: bool) -> Result<JobReport, HarvestError> {
+        let totals = harvest(job, &self.context, redelivered).await?;
         let report = JobReport {
             v: WireVersion::CURRENT,
             notification_id: job.notification_id,

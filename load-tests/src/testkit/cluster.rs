@@ -222,7 +222,8 @@ impl Cluster {
             "clarion-harvester".to_owned(),
             "--http-addr=127.0.0.1:0".into(),
             format!("--database-url={}", self.db.url),
-            "--database-pool-size=4".into(),
+            // Two per harvest worker: its stream and its ledger's writer.
+            "--database-pool-size=8".into(),
             format!("--amqp-url={}", self.broker.url),
             format!("--amqp-namespace={}", self.broker.namespace),
         ];
@@ -260,7 +261,28 @@ impl Cluster {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
-    /// `GET /api/v1/topics/{topic}` (which also warms the planner's cache).
+    /// `POST /api/v1/notifications/{id}/cancel`; returns the status code and body.
+    pub async fn cancel(&self, id: &str) -> (StatusCode, Value) {
+        let response = self
+            .http
+            .post(format!("{}/api/v1/notifications/{id}/cancel", self.base))
+            .bearer_auth(DESK_KEY)
+            .send()
+            .await
+            .expect("cancel request");
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Starts the mock APNs and FCM when the cluster was started without
+    /// dispatchers, so dispatchers can be started later.
+    pub async fn start_mocks(&mut self) {
+        if self.mocks.is_none() {
+            self.mocks = Some(Mocks::start().await);
+        }
+    }
+
+    /// `GET /api/v1/topics/{topic}` (which also warms the planning cache).
     pub async fn topic_size(&self, topic: &str) -> Value {
         self.http
             .get(format!("{}/api/v1/topics/{topic}", self.base))

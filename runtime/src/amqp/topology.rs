@@ -7,15 +7,19 @@
 //!   is dead-lettered, at-least-once, to the dead-letter exchange with the
 //!   name of its queue as routing key.
 //! - Each work queue has a `<queue>.dead` queue that keeps what it gave up.
-//! - Dead shard jobs and token batches are also copied to the watch queue,
-//!   which the coordinator reads to mark their notifications.
+//! - Everything dead-lettered (shard jobs, token batches, reports,
+//!   cleanups) is also copied to the watch queue, which the coordinator
+//!   reads to mark their notifications.
+//! - The control exchange feeds the control log, a stream queue that keeps
+//!   every control message for [`CONTROL_LOG_MAX_AGE`], so a cancellation
+//!   reaches processes that start (or reconnect) after it was made.
 //!
 //! Queue arguments are part of a queue's identity: declaring the same queue
 //! with other arguments fails. That is why they are constants, not settings.
 
 use clarion_proto::Names;
 use clarion_proto::Platform;
-use clarion_proto::names::{DELIVERY_LIMIT, routing_keys};
+use clarion_proto::names::{CONTROL_LOG_MAX_AGE, DELIVERY_LIMIT, routing_keys};
 use lapin::options::{
     ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
@@ -28,9 +32,18 @@ pub struct QueueSpec {
     pub name: String,
     /// `(exchange, routing key)` pairs.
     pub bindings: Vec<(String, String)>,
-    /// Work queues dead-letter after the delivery limit; the dead-letter
-    /// queues themselves keep what they get.
-    pub dead_letters: bool,
+    pub kind: QueueKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueKind {
+    /// A quorum queue that dead-letters after the delivery limit.
+    Work,
+    /// A quorum queue that keeps what it gets (dead letters).
+    Keep,
+    /// A stream queue that keeps messages for a retention period; read by
+    /// every process from an offset, not consumed away.
+    Log,
 }
 
 /// Every exchange, with its kind.
@@ -49,7 +62,7 @@ pub fn queues(names: &Names) -> Vec<QueueSpec> {
     let work = |name: String, bindings: Vec<(String, &str)>| QueueSpec {
         name,
         bindings: bindings.into_iter().map(|(e, k)| (e, k.to_owned())).collect(),
-        dead_letters: true,
+        kind: QueueKind::Work,
     };
     let mut work_queues = vec![work(
         names.harvest_queue(),
@@ -79,15 +92,22 @@ pub fn queues(names: &Names) -> Vec<QueueSpec> {
         all.push(QueueSpec {
             name: names.dead_letter_queue(&queue.name),
             bindings: vec![(dlx.clone(), queue.name.clone())],
-            dead_letters: false,
+            kind: QueueKind::Keep,
         });
     }
     let mut watched = vec![(dlx.clone(), names.harvest_queue())];
     watched.extend(Platform::ALL.map(|platform| (dlx.clone(), names.deliver_queue(platform))));
+    watched.push((dlx.clone(), names.reports_queue()));
+    watched.push((dlx.clone(), names.cleanup_queue()));
     all.push(QueueSpec {
         name: names.dead_letter_watch_queue(),
         bindings: watched,
-        dead_letters: false,
+        kind: QueueKind::Keep,
+    });
+    all.push(QueueSpec {
+        name: names.control_log(),
+        bindings: vec![(names.control_exchange(), String::new())],
+        kind: QueueKind::Log,
     });
     all
 }
@@ -143,10 +163,24 @@ pub async fn delete(channel: &Channel, names: &Names) -> Result<(), lapin::Error
     Ok(())
 }
 
+/// Segment size of the control log: retention drops whole segments, so
+/// small segments let old control messages actually go (the default, 500
+/// MB, would keep years of cancellations).
+const CONTROL_LOG_SEGMENT_BYTES: i64 = 1 << 20;
+
 fn queue_arguments(queue: &QueueSpec, dead_letter_exchange: &str) -> FieldTable {
     let mut arguments = FieldTable::default();
+    if queue.kind == QueueKind::Log {
+        arguments.insert("x-queue-type".into(), text("stream"));
+        arguments.insert("x-max-age".into(), text(CONTROL_LOG_MAX_AGE));
+        arguments.insert(
+            "x-stream-max-segment-size-bytes".into(),
+            AMQPValue::LongLongInt(CONTROL_LOG_SEGMENT_BYTES),
+        );
+        return arguments;
+    }
     arguments.insert("x-queue-type".into(), text("quorum"));
-    if queue.dead_letters {
+    if queue.kind == QueueKind::Work {
         arguments.insert("x-dead-letter-exchange".into(), text(dead_letter_exchange));
         arguments.insert("x-dead-letter-routing-key".into(), text(&queue.name));
         arguments.insert(
@@ -173,7 +207,7 @@ mod tests {
     fn every_work_queue_has_a_dead_letter_queue_and_deliveries_are_watched() {
         let names = Names::new("t");
         let all = queues(&names);
-        let work: Vec<&QueueSpec> = all.iter().filter(|q| q.dead_letters).collect();
+        let work: Vec<&QueueSpec> = all.iter().filter(|q| q.kind == QueueKind::Work).collect();
         assert_eq!(work.len(), 5);
         for queue in &work {
             let dead = names.dead_letter_queue(&queue.name);
@@ -186,7 +220,16 @@ mod tests {
         let watched: Vec<&str> = watch.bindings.iter().map(|(_, key)| key.as_str()).collect();
         assert_eq!(
             watched,
-            vec!["t.harvest.jobs", "t.deliver.ios", "t.deliver.android"]
+            vec![
+                "t.harvest.jobs",
+                "t.deliver.ios",
+                "t.deliver.android",
+                "t.reports",
+                "t.cleanup"
+            ]
         );
+        let log = all.iter().find(|q| q.kind == QueueKind::Log).unwrap();
+        assert_eq!(log.name, "t.control.log");
+        assert_eq!(log.bindings, vec![("t.control".to_owned(), String::new())]);
     }
 }
