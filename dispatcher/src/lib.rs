@@ -145,6 +145,7 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
         connections: usize::from(delivery.connections),
         streams_per_connection: delivery.streams_per_connection as usize,
         timeout: delivery.request_timeout(),
+        liveness: delivery.liveness(),
     };
     let transport = Transport {
         tls,
