@@ -198,6 +198,17 @@ pub struct DeliverySettings {
     )]
     pub timeouts_before_reconnect: u32,
 
+    /// Seconds pushes may keep failing (connection errors, timeouts, 429,
+    /// 5xx), none succeeding, before /readyz answers 503; it is ready
+    /// again at the next push that succeeds.
+    #[arg(
+        long = "dispatch-not-ready-after-secs",
+        env = "CLARION_DISPATCH_NOT_READY_AFTER_SECS",
+        default_value_t = 60,
+        value_parser = clap::value_parser!(u64).range(1..=86_400)
+    )]
+    pub not_ready_after_secs: u64,
+
     /// Most pushes per second from this process; 0 = no cap. FCM's default
     /// project quota is 600,000 messages per minute across all senders.
     #[arg(
@@ -231,6 +242,10 @@ impl DeliverySettings {
             ping_timeout: Duration::from_secs(self.ping_timeout_secs),
             timeouts_in_a_row: self.timeouts_before_reconnect,
         }
+    }
+
+    pub fn not_ready_after(&self) -> Duration {
+        Duration::from_secs(self.not_ready_after_secs)
     }
 }
 

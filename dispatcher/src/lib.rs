@@ -15,6 +15,7 @@ pub mod delivery;
 pub mod fcm;
 pub mod handlers;
 pub mod http2;
+pub mod push_health;
 
 use std::sync::Arc;
 
@@ -36,6 +37,7 @@ use crate::delivery::{Deliverer, Limits};
 use crate::fcm::FcmChannel;
 use crate::handlers::token_batches::TokenBatchHandler;
 use crate::http2::PoolLimits;
+use crate::push_health::PushHealth;
 
 /// How the dispatcher's spans are exported (its platform as an attribute).
 pub fn trace_service(platform: Platform) -> TraceService {
@@ -152,14 +154,19 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
         limits,
         extra_ca_file: delivery.extra_ca_file.clone(),
     };
+    let health = Arc::new(PushHealth::new(delivery.not_ready_after()));
     let arbiter = Arbiter::new();
     // One line per channel (see `channel.rs` for what a new channel needs).
     let parts = match settings.platform {
-        Platform::Ios => launch::<ApnsChannel>(&arbiter, &settings, transport, &runtime).await?,
-        Platform::Android => launch::<FcmChannel>(&arbiter, &settings, transport, &runtime).await?,
+        Platform::Ios => {
+            launch::<ApnsChannel>(&arbiter, &settings, transport, &runtime, health.clone()).await?
+        }
+        Platform::Android => {
+            launch::<FcmChannel>(&arbiter, &settings, transport, &runtime, health.clone()).await?
+        }
     };
     let (link, workers) = parts;
-    let readiness = Readiness::new(None, Some(link));
+    let readiness = Readiness::new(None, Some(link)).with_check(health);
     let health = HealthServer::start(settings.http_addr, readiness.clone())?;
     info!(
         addr = %health.addr,
@@ -187,6 +194,7 @@ async fn launch<C: PushChannel>(
     settings: &Settings,
     transport: Transport,
     runtime: &DeliveryRuntime,
+    health: Arc<PushHealth>,
 ) -> Result<Parts, StartError> {
     let connecting = settings.clone();
     let channel = runtime
@@ -195,7 +203,7 @@ async fn launch<C: PushChannel>(
         .await
         .map_err(|err| StartError::Config(err.to_string()))?
         .map_err(StartError::Config)?;
-    start_workers(arbiter, settings, channel, runtime.handle()).await
+    start_workers(arbiter, settings, channel, runtime.handle(), health).await
 }
 
 /// Starts the consumers on the dispatch arbiter, where the broker link and
@@ -205,6 +213,7 @@ async fn start_workers<C: PushChannel>(
     settings: &Settings,
     channel: C,
     runtime: tokio::runtime::Handle,
+    health: Arc<PushHealth>,
 ) -> Result<Parts, StartError> {
     let delivery = &settings.delivery;
     let limits = Limits {
@@ -220,6 +229,7 @@ async fn start_workers<C: PushChannel>(
         limits,
         delivery.rate_limit,
         cancellations.clone(),
+        health,
     ));
     let platform = C::PLATFORM;
     let broker = settings.broker.clone();
