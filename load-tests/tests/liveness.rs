@@ -292,3 +292,34 @@ async fn a_connection_that_goes_away_drains_while_new_requests_go_to_a_fresh_one
     assert_eq!(pool.connections_opened(), 2);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_request_to_a_server_that_never_finishes_the_handshake_ends_at_its_deadline() {
+    // Takes TCP connections and never says a word: the TLS handshake hangs.
+    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = silent.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            held.push(socket);
+        }
+    });
+    let limits = PoolLimits {
+        connections: 1,
+        streams_per_connection: 10,
+        timeout: Duration::from_secs(1),
+        liveness: Liveness::default(),
+    };
+    let tls = client_config(None, &[b"h2"]).unwrap();
+    let pool = Http2Pool::new(&format!("https://{addr}"), tls, limits).unwrap();
+    let mut request = http::Request::new(());
+    *request.uri_mut() = pool.uri("/").unwrap();
+    // The outer bound only keeps a regression from hanging the suite.
+    let answer = tokio::time::timeout(WAIT, pool.send(request, Bytes::new()))
+        .await
+        .expect("the request gave up by itself");
+    assert!(
+        matches!(answer, Err(clarion_dispatcher::http2::TransportError::Timeout(_))),
+        "{answer:?}"
+    );
+}

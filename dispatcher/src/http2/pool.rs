@@ -285,10 +285,14 @@ impl Http2Pool {
     }
 
     /// Counts a timeout against the connection the request was sent on and
-    /// closes it when that makes `timeouts_in_a_row`.
+    /// closes it when that makes `timeouts_in_a_row` (a draining one too:
+    /// its streams in flight would only time out as well).
     fn timed_out(&self, connection: &Connection) {
         let in_a_row = connection.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
-        if in_a_row >= self.liveness.timeouts_in_a_row.max(1) && connection.retire() {
+        if in_a_row < self.liveness.timeouts_in_a_row.max(1) {
+            return;
+        }
+        if connection.retire() {
             warn!(
                 origin = %self.origin,
                 connection = connection.number,
@@ -296,8 +300,8 @@ impl Http2Pool {
                 "HTTP/2 connection retired: requests time out in a row"
             );
             self.retired_total.timeouts.increment(1);
-            connection.task.abort();
         }
+        connection.task.abort();
     }
 
     async fn exchange(
