@@ -185,7 +185,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_server_that_never_answers_fails_the_connect_within_the_connect_timeout() {
+    async fn a_silent_server_or_a_black_holed_address_fails_the_connect_within_the_connect_timeout() {
         // Takes TCP connections and never says a word: the start-up hangs.
         let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = silent.local_addr().unwrap();
@@ -213,6 +213,23 @@ mod tests {
         assert!(
             waited >= Duration::from_millis(900) && waited < Duration::from_secs(5),
             "{waited:?}"
+        );
+        // An address nothing answers from (TEST-NET-1, never routed): the
+        // SYN goes unanswered, or the route is refused at once.
+        let settings_unrouted = DatabaseSettings {
+            connect_timeout_secs: 1,
+            ..DatabaseSettings::new("postgres://clarion@192.0.2.1:5432/clarion")
+        };
+        let unrouted = Manager::new(&settings_unrouted, "clarion-db-test").unwrap();
+        let started = Instant::now();
+        let answer = tokio::time::timeout(Duration::from_secs(30), bb8::ManageConnection::connect(&unrouted))
+            .await
+            .expect("the connect to a black-holed address gave up by itself");
+        assert!(answer.is_err());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
         );
         // Through the pool, a caller gets an error, not a hang.
         let pool = pool(&settings, "clarion-db-test").unwrap();
