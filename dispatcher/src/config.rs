@@ -11,6 +11,7 @@ use clarion_runtime::{BrokerSettings, LogSettings, ShutdownSettings};
 
 use crate::apns::ApnsSettings;
 use crate::fcm::FcmSettings;
+use crate::http2::Liveness;
 
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -157,13 +158,56 @@ pub struct DeliverySettings {
     )]
     pub retry_after_max_secs: u64,
 
-    /// Seconds a push may take before it is abandoned and retried.
+    /// Seconds a push may take before it is abandoned and retried, waiting
+    /// for a connection (TCP, TLS and HTTP/2 handshakes) included.
     #[arg(
         long = "dispatch-request-timeout-secs",
         env = "CLARION_DISPATCH_REQUEST_TIMEOUT_SECS",
         default_value_t = 10
     )]
     pub request_timeout_secs: u64,
+
+    /// Seconds between HTTP/2 PINGs on each provider connection: a
+    /// connection whose route died without a word (no FIN, no RST) is found
+    /// out by a PING, not by the pushes that would wait on it.
+    #[arg(
+        long = "dispatch-ping-interval-secs",
+        env = "CLARION_DISPATCH_PING_INTERVAL_SECS",
+        default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(1..=3600)
+    )]
+    pub ping_interval_secs: u64,
+
+    /// Seconds a PING may go unanswered before its connection is closed
+    /// and replaced.
+    #[arg(
+        long = "dispatch-ping-timeout-secs",
+        env = "CLARION_DISPATCH_PING_TIMEOUT_SECS",
+        default_value_t = 10,
+        value_parser = clap::value_parser!(u64).range(1..=600)
+    )]
+    pub ping_timeout_secs: u64,
+
+    /// Pushes sent on one connection that time out in a row (no answer in
+    /// between) before the connection is closed and replaced.
+    #[arg(
+        long = "dispatch-timeouts-before-reconnect",
+        env = "CLARION_DISPATCH_TIMEOUTS_BEFORE_RECONNECT",
+        default_value_t = 3,
+        value_parser = clap::value_parser!(u32).range(1..=1000)
+    )]
+    pub timeouts_before_reconnect: u32,
+
+    /// Seconds pushes may keep failing (connection errors, timeouts, 429,
+    /// 5xx), none succeeding, before /readyz answers 503; it is ready
+    /// again at the next push that succeeds.
+    #[arg(
+        long = "dispatch-not-ready-after-secs",
+        env = "CLARION_DISPATCH_NOT_READY_AFTER_SECS",
+        default_value_t = 60,
+        value_parser = clap::value_parser!(u64).range(1..=86_400)
+    )]
+    pub not_ready_after_secs: u64,
 
     /// Most pushes per second from this process; 0 = no cap. FCM's default
     /// project quota is 600,000 messages per minute across all senders.
@@ -190,6 +234,18 @@ impl DeliverySettings {
 
     pub fn request_timeout(&self) -> Duration {
         Duration::from_secs(self.request_timeout_secs.max(1))
+    }
+
+    pub fn liveness(&self) -> Liveness {
+        Liveness {
+            ping_interval: Duration::from_secs(self.ping_interval_secs),
+            ping_timeout: Duration::from_secs(self.ping_timeout_secs),
+            timeouts_in_a_row: self.timeouts_before_reconnect,
+        }
+    }
+
+    pub fn not_ready_after(&self) -> Duration {
+        Duration::from_secs(self.not_ready_after_secs)
     }
 }
 

@@ -23,6 +23,7 @@ use rand::Rng;
 use uuid::Uuid;
 
 use crate::channel::{Attempt, PushChannel};
+use crate::push_health::PushHealth;
 
 /// Prepared pushes kept: the notifications a dispatcher works on at once.
 const PREPARED_CACHE: usize = 64;
@@ -71,11 +72,19 @@ pub struct Deliverer<C: PushChannel> {
     pause: Pause,
     cancellations: Cancellations,
     prepared: Mutex<PreparedCache<C::Prepared>>,
+    /// Told of every attempt, for `/readyz`.
+    health: Arc<PushHealth>,
 }
 
 impl<C: PushChannel> Deliverer<C> {
     /// `rate_limit`: most pushes per second, 0 for none.
-    pub fn new(channel: Arc<C>, limits: Limits, rate_limit: u32, cancellations: Cancellations) -> Self {
+    pub fn new(
+        channel: Arc<C>,
+        limits: Limits,
+        rate_limit: u32,
+        cancellations: Cancellations,
+        health: Arc<PushHealth>,
+    ) -> Self {
         Self {
             channel,
             limits,
@@ -87,6 +96,7 @@ impl<C: PushChannel> Deliverer<C> {
             pause: Pause::new(),
             cancellations,
             prepared: Mutex::new(PreparedCache::default()),
+            health,
         }
     }
 
@@ -192,7 +202,12 @@ impl<C: PushChannel> Deliverer<C> {
             if let Some(rate) = &self.rate {
                 rate.until_ready().await;
             }
-            let (reason, after) = match self.channel.send(token, prepared).await {
+            let attempted = self.channel.send(token, prepared).await;
+            match attempted {
+                Attempt::Retry { reason, .. } | Attempt::Reauthenticate(reason) => self.health.failed(reason),
+                _ => self.health.succeeded(),
+            }
+            let (reason, after) = match attempted {
                 Attempt::Accepted => return (Fate::Accepted(Utc::now()), retries),
                 Attempt::Unregistered => return (Fate::Unregistered, retries),
                 Attempt::Invalid(_) => return (Fate::Invalid, retries),

@@ -15,6 +15,7 @@ pub mod delivery;
 pub mod fcm;
 pub mod handlers;
 pub mod http2;
+pub mod push_health;
 
 use std::sync::Arc;
 
@@ -37,6 +38,7 @@ use crate::delivery::{Deliverer, Limits};
 use crate::fcm::FcmChannel;
 use crate::handlers::token_batches::{DELIVERED_REMEMBERED, TokenBatchHandler};
 use crate::http2::PoolLimits;
+use crate::push_health::PushHealth;
 
 /// How the dispatcher's spans are exported (its platform as an attribute).
 pub fn trace_service(platform: Platform) -> TraceService {
@@ -146,20 +148,26 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
         connections: usize::from(delivery.connections),
         streams_per_connection: delivery.streams_per_connection as usize,
         timeout: delivery.request_timeout(),
+        liveness: delivery.liveness(),
     };
     let transport = Transport {
         tls,
         limits,
         extra_ca_file: delivery.extra_ca_file.clone(),
     };
+    let health = Arc::new(PushHealth::new(delivery.not_ready_after()));
     let arbiter = Arbiter::new();
     // One line per channel (see `channel.rs` for what a new channel needs).
     let parts = match settings.platform {
-        Platform::Ios => launch::<ApnsChannel>(&arbiter, &settings, transport, &runtime).await?,
-        Platform::Android => launch::<FcmChannel>(&arbiter, &settings, transport, &runtime).await?,
+        Platform::Ios => {
+            launch::<ApnsChannel>(&arbiter, &settings, transport, &runtime, health.clone()).await?
+        }
+        Platform::Android => {
+            launch::<FcmChannel>(&arbiter, &settings, transport, &runtime, health.clone()).await?
+        }
     };
     let (link, workers) = parts;
-    let readiness = Readiness::new(None, Some(link));
+    let readiness = Readiness::new(None, Some(link)).with_check(health);
     let health = HealthServer::start(settings.http_addr, readiness.clone())?;
     info!(
         addr = %health.addr,
@@ -187,6 +195,7 @@ async fn launch<C: PushChannel>(
     settings: &Settings,
     transport: Transport,
     runtime: &DeliveryRuntime,
+    health: Arc<PushHealth>,
 ) -> Result<Parts, StartError> {
     let connecting = settings.clone();
     let channel = runtime
@@ -195,7 +204,7 @@ async fn launch<C: PushChannel>(
         .await
         .map_err(|err| StartError::Config(err.to_string()))?
         .map_err(StartError::Config)?;
-    start_workers(arbiter, settings, channel, runtime.handle()).await
+    start_workers(arbiter, settings, channel, runtime.handle(), health).await
 }
 
 /// Starts the consumers on the dispatch arbiter, where the broker link and
@@ -205,6 +214,7 @@ async fn start_workers<C: PushChannel>(
     settings: &Settings,
     channel: C,
     runtime: tokio::runtime::Handle,
+    health: Arc<PushHealth>,
 ) -> Result<Parts, StartError> {
     let delivery = &settings.delivery;
     let limits = Limits {
@@ -220,6 +230,7 @@ async fn start_workers<C: PushChannel>(
         limits,
         delivery.rate_limit,
         cancellations.clone(),
+        health,
     ));
     let platform = C::PLATFORM;
     let broker = settings.broker.clone();

@@ -1,5 +1,6 @@
 //! `GET /healthz` (the process is alive) and `GET /readyz` (its database and
-//! broker are reachable), served by every Clarion service.
+//! broker are reachable, and whatever else the service adds as a
+//! [`ReadinessCheck`]), served by every Clarion service.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,12 +17,22 @@ use crate::db::{PgPool, ping};
 /// A readiness probe must answer quickly even when the database hangs.
 const DATABASE_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// A service's own condition for being ready (the dispatcher's: it can
+/// still push). Read on every `/readyz`, so it must answer at once.
+pub trait ReadinessCheck: Send + Sync + 'static {
+    /// The check's name in the answer.
+    fn name(&self) -> &'static str;
+    /// `Ok` when ready; otherwise a fixed status word and a sentence saying why.
+    fn check(&self) -> Result<(), (&'static str, String)>;
+}
+
 /// What `/readyz` checks. Register it as app data (`web::Data<Readiness>`).
 #[derive(Clone, Default)]
 pub struct Readiness {
     database: Option<PgPool>,
     broker: Option<BrokerLink>,
     draining: Arc<AtomicBool>,
+    others: Vec<Arc<dyn ReadinessCheck>>,
 }
 
 impl Readiness {
@@ -30,7 +41,14 @@ impl Readiness {
             database,
             broker,
             draining: Arc::default(),
+            others: Vec::new(),
         }
+    }
+
+    /// Adds a service's own check.
+    pub fn with_check(mut self, check: Arc<dyn ReadinessCheck>) -> Self {
+        self.others.push(check);
+        self
     }
 
     /// From now on `/readyz` answers 503 so the load balancer stops sending
@@ -54,6 +72,9 @@ pub struct HealthBody {
 pub struct Check {
     pub name: &'static str,
     pub status: &'static str,
+    /// Why it is not `ok`, when the check says more than its status.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Adds `/healthz` and `/readyz` to an actix-web app.
@@ -91,6 +112,7 @@ pub async fn readyz(readiness: web::Data<Readiness>) -> HttpResponse {
         checks.push(Check {
             name: "database",
             status,
+            reason: None,
         });
     }
     if let Some(broker) = &readiness.broker {
@@ -102,12 +124,25 @@ pub async fn readyz(readiness: web::Data<Readiness>) -> HttpResponse {
         checks.push(Check {
             name: "broker",
             status,
+            reason: None,
+        });
+    }
+    for check in &readiness.others {
+        let (status, reason) = match check.check() {
+            Ok(()) => ("ok", None),
+            Err((status, reason)) => (status, Some(reason)),
+        };
+        checks.push(Check {
+            name: check.name(),
+            status,
+            reason,
         });
     }
     if readiness.draining.load(Ordering::SeqCst) {
         checks.push(Check {
             name: "process",
             status: "draining",
+            reason: None,
         });
     }
     let ready = checks.iter().all(|check| check.status == "ok");

@@ -37,9 +37,8 @@ impl TestDatabase {
 
     pub fn settings(&self, pool_size: u32) -> DatabaseSettings {
         DatabaseSettings {
-            url: self.url.clone(),
             pool_size,
-            connect_timeout_secs: 5,
+            ..DatabaseSettings::new(self.url.clone())
         }
     }
 }

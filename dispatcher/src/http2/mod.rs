@@ -7,5 +7,5 @@ mod coalesce;
 mod pool;
 mod tls;
 
-pub use pool::{Http2Pool, PoolLimits, Response, TransportError};
+pub use pool::{Http2Pool, Liveness, PoolLimits, Response, TransportError};
 pub use tls::client_config;

@@ -3,36 +3,79 @@
 //! Requests are spread round-robin over the connections; on each, as many
 //! streams run at once as the server allows (h2 waits for a free stream when
 //! the server's `SETTINGS_MAX_CONCURRENT_STREAMS` is reached). A connection
-//! that breaks (GOAWAY, I/O error) is replaced on next use; callers see a
-//! [`TransportError`] and may retry.
+//! leaves the rotation ("retired") and is replaced on next use when:
+//! - the server sends GOAWAY: it takes no new stream, but the streams it
+//!   already carries finish (it drains); a request that finds it going away
+//!   before its stream was opened goes to a fresh connection at once;
+//! - it breaks (I/O error, the server closed it);
+//! - it is dead though still open, as a black-holed route looks: it misses
+//!   the answer to a PING (one every `ping_interval`, answered within
+//!   `ping_timeout`), or `timeouts_in_a_row` requests sent on it time out
+//!   with no answer in between. A dead connection is closed at once, so the
+//!   streams it still carries fail now instead of each at its own deadline.
+//!
+//! Every request has one deadline (`timeout`) covering everything: waiting
+//! for a connection (TCP connect, TLS and HTTP/2 handshakes included), for a
+//! free stream, and for the whole answer. Callers see a [`TransportError`]
+//! and may retry.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 use bytes::{Bytes, BytesMut};
 use h2::client::SendRequest;
+use h2::{Ping, PingPong};
 use http::uri::{Authority, Scheme};
 use http::{HeaderMap, Request, StatusCode, Uri};
 use rustls::ClientConfig;
 use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
+use tokio::task::AbortHandle;
 use tokio_rustls::TlsConnector;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::coalesce::Coalesced;
 
 /// Flow-control windows: large enough that small pushes never wait on them.
 const STREAM_WINDOW: u32 = 1 << 20;
 const CONNECTION_WINDOW: u32 = 16 << 20;
+/// Times one request moves on to another connection because the one it was
+/// given went away before the request could leave: each move opens a fresh
+/// connection, so two are plenty.
+const REROUTES: u32 = 2;
 
 /// How many connections, streams and how long to wait.
 #[derive(Debug, Clone, Copy)]
 pub struct PoolLimits {
     pub connections: usize,
     pub streams_per_connection: usize,
+    /// The whole of one request, connecting included.
     pub timeout: Duration,
+    pub liveness: Liveness,
+}
+
+/// How a connection that is open but dead is found out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Liveness {
+    /// A PING is sent this long after the previous answer.
+    pub ping_interval: Duration,
+    /// A PING unanswered this long retires the connection.
+    pub ping_timeout: Duration,
+    /// Requests sent on a connection that time out in a row, no answer in
+    /// between, that retire it.
+    pub timeouts_in_a_row: u32,
+}
+
+impl Default for Liveness {
+    fn default() -> Self {
+        Self {
+            ping_interval: Duration::from_secs(30),
+            ping_timeout: Duration::from_secs(10),
+            timeouts_in_a_row: 3,
+        }
+    }
 }
 
 /// An answer, body read in full.
@@ -70,14 +113,34 @@ impl TransportError {
 
 struct Connection {
     sender: SendRequest<Bytes>,
-    closed: Arc<AtomicBool>,
+    /// Takes no new stream: it went away, broke or was found dead. Set by
+    /// the connection's task when it ends, too.
+    retired: Arc<AtomicBool>,
+    /// The connection's task (h2's driver and the PINGs); aborting it
+    /// closes the connection and fails its streams at once.
+    task: AbortHandle,
+    /// Requests sent on it that timed out since its last answer.
+    timeouts: AtomicU32,
     /// Client-side cap on concurrent streams (the server's own limit applies too).
     streams: Arc<tokio::sync::Semaphore>,
+    /// Its rank among the pool's connections, for logs.
+    number: u64,
 }
 
 impl Connection {
     fn usable(&self) -> bool {
-        !self.closed.load(Ordering::Relaxed)
+        !self.retired.load(Ordering::Relaxed)
+    }
+
+    /// Leaves the rotation; true for the caller that retired it.
+    fn retire(&self) -> bool {
+        !self.retired.swap(true, Ordering::Relaxed)
+    }
+
+    fn answered(&self) {
+        if self.timeouts.load(Ordering::Relaxed) != 0 {
+            self.timeouts.store(0, Ordering::Relaxed);
+        }
     }
 }
 
@@ -98,12 +161,49 @@ pub struct Http2Pool {
     slots: Box<[Slot]>,
     next: AtomicUsize,
     timeout: Duration,
+    liveness: Liveness,
     max_streams: usize,
     opened: AtomicU64,
     /// `clarion_dispatcher_http2_streams_in_flight{origin}`.
     in_flight: metrics::Gauge,
     /// `clarion_dispatcher_http2_connections_opened_total{origin}`.
     opened_total: metrics::Counter,
+    /// `clarion_dispatcher_http2_connections_retired_total{origin, reason}`.
+    retired_total: Retirements,
+}
+
+/// Why connections left the rotation (a fixed label each).
+struct Retirements {
+    went_away: metrics::Counter,
+    broken: metrics::Counter,
+    timeouts: metrics::Counter,
+}
+
+impl Retirements {
+    fn new(origin: &str) -> Self {
+        let counter = |reason: &'static str| {
+            metrics::counter!(
+                "clarion_dispatcher_http2_connections_retired_total",
+                "origin" => origin.to_owned(),
+                "reason" => reason
+            )
+        };
+        Self {
+            went_away: counter("goaway"),
+            broken: counter("broken"),
+            timeouts: counter("timeouts"),
+        }
+    }
+}
+
+/// `clarion_dispatcher_http2_connections_retired_total{reason="ping"}`,
+/// counted by the connection's own task.
+fn ping_retirements(origin: &str) -> metrics::Counter {
+    metrics::counter!(
+        "clarion_dispatcher_http2_connections_retired_total",
+        "origin" => origin.to_owned(),
+        "reason" => "ping"
+    )
 }
 
 impl Http2Pool {
@@ -128,6 +228,7 @@ impl Http2Pool {
         Ok(Self {
             in_flight: metrics::gauge!("clarion_dispatcher_http2_streams_in_flight", "origin" => origin.clone()),
             opened_total: metrics::counter!("clarion_dispatcher_http2_connections_opened_total", "origin" => origin.clone()),
+            retired_total: Retirements::new(&origin),
             origin,
             host,
             port,
@@ -143,6 +244,7 @@ impl Http2Pool {
                 .collect(),
             next: AtomicUsize::new(0),
             timeout: limits.timeout,
+            liveness: limits.liveness,
             max_streams: limits.streams_per_connection.max(1),
             opened: AtomicU64::new(0),
         })
@@ -162,40 +264,90 @@ impl Http2Pool {
         self.opened.load(Ordering::Relaxed)
     }
 
-    /// Sends one request and reads the whole answer, within the timeout.
+    /// Sends one request and reads the whole answer, all within the
+    /// timeout (connecting included).
     pub async fn send(&self, request: Request<()>, body: Bytes) -> Result<Response, TransportError> {
         self.in_flight.increment(1.0);
-        let result = match tokio::time::timeout(self.timeout, self.exchange(request, body)).await {
+        // The connection the request was sent on, once it was.
+        let mut sent_on = None;
+        let exchange = self.exchange(request, body, &mut sent_on);
+        let result = match tokio::time::timeout(self.timeout, exchange).await {
             Ok(result) => result,
-            Err(_) => Err(TransportError::Timeout(self.timeout)),
+            Err(_) => {
+                if let Some(connection) = sent_on {
+                    self.timed_out(&connection);
+                }
+                Err(TransportError::Timeout(self.timeout))
+            }
         };
         self.in_flight.decrement(1.0);
         result
     }
 
-    async fn exchange(&self, request: Request<()>, body: Bytes) -> Result<Response, TransportError> {
-        let connection = self.connection().await?;
-        let _stream = connection
-            .streams
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| TransportError::Connection("connection closed".into()))?;
+    /// Counts a timeout against the connection the request was sent on and
+    /// closes it when that makes `timeouts_in_a_row` (a draining one too:
+    /// its streams in flight would only time out as well).
+    fn timed_out(&self, connection: &Connection) {
+        let in_a_row = connection.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
+        if in_a_row < self.liveness.timeouts_in_a_row.max(1) {
+            return;
+        }
+        if connection.retire() {
+            warn!(
+                origin = %self.origin,
+                connection = connection.number,
+                timeouts = in_a_row,
+                "HTTP/2 connection retired: requests time out in a row"
+            );
+            self.retired_total.timeouts.increment(1);
+        }
+        connection.task.abort();
+    }
+
+    async fn exchange(
+        &self,
+        request: Request<()>,
+        body: Bytes,
+        sent_on: &mut Option<Arc<Connection>>,
+    ) -> Result<Response, TransportError> {
+        let mut rerouted = 0;
+        let (connection, _stream, mut sender) = loop {
+            let connection = self.connection().await?;
+            let stream = connection
+                .streams
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|_| TransportError::Connection("connection closed".into()))?;
+            match connection.sender.clone().ready().await {
+                Ok(sender) => break (connection, stream, sender),
+                // Gone away or broken before this request left: nothing was
+                // sent, so it can go elsewhere right away.
+                Err(err) => {
+                    self.retire(&connection, &err);
+                    if rerouted == REROUTES {
+                        return Err(TransportError::Connection(err.to_string()));
+                    }
+                    rerouted += 1;
+                }
+            }
+        };
         let broken = |err: h2::Error| {
             if err.is_go_away() || err.is_io() || err.reason().is_none() {
-                connection.closed.store(true, Ordering::Relaxed);
+                self.retire(&connection, &err);
                 TransportError::Connection(err.to_string())
             } else {
                 TransportError::Stream(err.to_string())
             }
         };
-        let mut sender = connection.sender.clone().ready().await.map_err(broken)?;
         let end_of_stream = body.is_empty();
         let (response, mut stream) = sender.send_request(request, end_of_stream).map_err(broken)?;
+        *sent_on = Some(connection.clone());
         if !end_of_stream {
             stream.send_data(body, true).map_err(broken)?;
         }
         let response = response.await.map_err(broken)?;
+        connection.answered();
         let (parts, mut received) = response.into_parts();
         let mut data = BytesMut::new();
         while let Some(chunk) = received.data().await {
@@ -208,6 +360,22 @@ impl Http2Pool {
             headers: parts.headers,
             body: data.freeze(),
         })
+    }
+
+    /// Takes `connection` out of the rotation after `err`; its streams in
+    /// flight go on (a GOAWAY lets them finish; a broken connection fails
+    /// them by itself).
+    fn retire(&self, connection: &Connection, err: &h2::Error) {
+        if !connection.retire() {
+            return;
+        }
+        if err.is_go_away() && err.is_remote() {
+            info!(origin = %self.origin, connection = connection.number, reason = ?err.reason(), "HTTP/2 connection going away; draining it");
+            self.retired_total.went_away.increment(1);
+        } else {
+            debug!(origin = %self.origin, connection = connection.number, error = %err, "HTTP/2 connection broken");
+            self.retired_total.broken.increment(1);
+        }
     }
 
     /// The next connection round-robin, (re)connected if needed.
@@ -242,28 +410,61 @@ impl Http2Pool {
         if tls.get_ref().1.alpn_protocol() != Some(b"h2") {
             return Err(fail("the server did not agree to HTTP/2".into()));
         }
-        let (sender, driver) = h2::client::Builder::new()
+        let (sender, mut driver) = h2::client::Builder::new()
             .initial_window_size(STREAM_WINDOW)
             .initial_connection_window_size(CONNECTION_WINDOW)
             .handshake::<_, Bytes>(Coalesced(tls))
             .await
             .map_err(|err| fail(format!("HTTP/2 handshake: {err}")))?;
-        let closed = Arc::new(AtomicBool::new(false));
-        let flag = closed.clone();
+        let number = self.opened.fetch_add(1, Ordering::Relaxed) + 1;
+        let retired = Arc::new(AtomicBool::new(false));
+        let flag = retired.clone();
+        let pings = driver.ping_pong();
+        let liveness = self.liveness;
         let origin = self.origin.clone();
-        tokio::spawn(async move {
-            if let Err(err) = driver.await {
-                debug!(%origin, error = %err, "HTTP/2 connection ended");
-            }
+        let task = tokio::spawn(async move {
+            let ended = tokio::select! {
+                ended = driver => ended.err().map(|err| err.to_string()),
+                silent = keepalive(pings, liveness) => {
+                    if !flag.swap(true, Ordering::Relaxed) {
+                        warn!(%origin, connection = number, "HTTP/2 connection retired: {silent}");
+                        ping_retirements(&origin).increment(1);
+                    }
+                    Some(silent)
+                }
+            };
             flag.store(true, Ordering::Relaxed);
+            match ended {
+                Some(err) => debug!(%origin, connection = number, error = %err, "HTTP/2 connection ended"),
+                None => debug!(%origin, connection = number, "HTTP/2 connection closed"),
+            }
         });
-        let opened = self.opened.fetch_add(1, Ordering::Relaxed) + 1;
         self.opened_total.increment(1);
-        info!(origin = %self.origin, connections_opened = opened, "HTTP/2 connection open");
+        info!(origin = %self.origin, connections_opened = number, "HTTP/2 connection open");
         Ok(Connection {
             sender,
-            closed,
+            retired,
+            task: task.abort_handle(),
+            timeouts: AtomicU32::new(0),
             streams: Arc::new(tokio::sync::Semaphore::new(self.max_streams)),
+            number,
         })
+    }
+}
+
+/// PINGs the server every `ping_interval`; resolves, saying why, once one
+/// goes unanswered for `ping_timeout`. Pends for ever if the connection
+/// fails otherwise: its driver reports that.
+async fn keepalive(pings: Option<PingPong>, liveness: Liveness) -> String {
+    let Some(mut pings) = pings else {
+        return std::future::pending().await;
+    };
+    loop {
+        tokio::time::sleep(liveness.ping_interval).await;
+        match tokio::time::timeout(liveness.ping_timeout, pings.ping(Ping::opaque())).await {
+            Ok(Ok(_pong)) => {}
+            Ok(Err(_)) => return std::future::pending().await,
+            Err(_) => return format!("no answer to a PING within {:?}", liveness.ping_timeout),
+        }
     }
 }

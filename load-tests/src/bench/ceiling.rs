@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use clarion_dispatcher::apns::token::ProviderToken;
-use clarion_dispatcher::http2::{Http2Pool, PoolLimits, client_config};
+use clarion_dispatcher::http2::{Http2Pool, Liveness, PoolLimits, client_config};
 use futures::StreamExt;
 use http::{HeaderValue, Method, Request};
 use serde::Serialize;
@@ -112,6 +112,7 @@ fn limits(plan: CeilingPlan) -> PoolLimits {
         connections: plan.connections,
         streams_per_connection: 1000,
         timeout: Duration::from_secs(10),
+        liveness: Liveness::default(),
     }
 }
 
