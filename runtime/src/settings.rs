@@ -86,8 +86,8 @@ pub struct DatabaseSettings {
     /// Seconds a session may sit idle inside an open transaction, holding
     /// its locks, before PostgreSQL ends it
     /// (`idle_in_transaction_session_timeout`); 0 = no limit. The longest
-    /// wait inside a transaction is a send's, while its shard jobs are
-    /// published and confirmed.
+    /// wait inside a transaction is the coordinator's job relay's, while the
+    /// jobs it claimed are published and confirmed (10 s per notification).
     #[arg(
         long = "database-idle-in-transaction-timeout-secs",
         env = "CLARION_DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_SECS",
