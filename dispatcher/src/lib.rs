@@ -250,6 +250,7 @@ async fn start_workers<C: PushChannel>(
             runtime,
             publisher: Publisher::new(link.clone(), names.clone()),
             delivered: Recent::new(DELIVERED_REMEMBERED),
+            in_hand: Arc::default(),
         };
         clarion_runtime::metrics::watch_queue(link.clone(), names.deliver_queue(platform));
         let spec = ConsumerSpec {

@@ -42,3 +42,64 @@ async fn a_hung_oauth2_token_endpoint_fails_the_token_request_within_its_deadlin
         started.elapsed()
     );
 }
+
+#[tokio::test]
+async fn a_renewal_due_while_the_token_endpoint_hangs_holds_no_push() {
+    use clarion_load_tests::blackhole::BlackHoleProxy;
+    use clarion_load_tests::mocks::{FcmMock, FcmMockConfig};
+    use std::sync::Arc;
+
+    let dir = std::env::temp_dir().join(format!("clarion-renewal-{}", uuid::Uuid::new_v4().simple()));
+    // The token endpoint is reached through a proxy that can go silent.
+    let token_addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|probe| probe.local_addr())
+        .expect("a free port");
+    let proxy = BlackHoleProxy::start(token_addr).await.unwrap();
+    let mut config = FcmMockConfig::local(dir.clone());
+    config.token_addr = token_addr;
+    config.public_token_uri = Some(format!("https://{}/token", proxy.addr));
+    // Renewal falls due half-way through a token's life.
+    config.token_lifetime = Duration::from_secs(4);
+    let fcm = FcmMock::start(config).await.expect("mock FCM starts");
+    let (_, auth) = from_credentials(&fcm.credentials_file, Some(&fcm.ca_file))
+        .await
+        .expect("the service account reads");
+    let auth = Arc::new(auth);
+    let first = auth.header().await.expect("a token while the endpoint answers");
+
+    // The endpoint goes silent; wait until the token is due for renewal
+    // (half its 4 s life), still valid for a while.
+    proxy.black_hole_open();
+    proxy.black_hole_new();
+    tokio::time::sleep(Duration::from_millis(2300)).await;
+    let pushes: Vec<_> = (0..3)
+        .map(|_| {
+            let auth = auth.clone();
+            tokio::spawn(async move {
+                let started = Instant::now();
+                (auth.header().await, started.elapsed())
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for push in pushes {
+        // The outer bound only keeps a regression from hanging the suite.
+        let answer = tokio::time::timeout(TOKEN_FETCH_TIMEOUT * 6, push)
+            .await
+            .expect("every push got an answer in the end")
+            .unwrap();
+        answers.push(answer);
+    }
+    answers.sort_by_key(|(_, elapsed)| *elapsed);
+    // One push makes the renewal and waits on the silent endpoint; the
+    // others go on at once with the valid token. A bound, not a benchmark:
+    // before, every push queued behind the hung renewal for its 10 s deadline.
+    for (header, elapsed) in &answers[..2] {
+        assert_eq!(header.as_ref().ok(), Some(&first), "the still-valid token");
+        assert!(
+            *elapsed < Duration::from_secs(3),
+            "only the renewing push waits: {answers:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -161,6 +161,14 @@ async fn a_cancel_with_no_worker_running_holds_for_the_workers_started_after_it(
     let devices = alternating_devices(400, &["t"]);
     seed_devices(&cluster.sql().await, &devices).await.unwrap();
     let id = send(&cluster, json!({"topics": ["t"], "body": "retracted"})).await;
+    // Its jobs are on the harvest queue (a cancel before that would drop
+    // them from the outbox, and no harvester would ever see them).
+    let planned = cluster.status(&id).await["jobs"]["planned"].as_u64().unwrap_or(0);
+    let deadline = Instant::now() + WAIT;
+    while u64::from(cluster.queue_depth(&cluster.names.harvest_queue()).await) < planned {
+        assert!(Instant::now() < deadline, "the jobs were never published");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     let (status, answer) = cluster.cancel(&id).await;
     assert_eq!(status, StatusCode::OK, "cancel needs no worker: {answer}");

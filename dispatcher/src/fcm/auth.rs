@@ -1,6 +1,12 @@
 //! OAuth2 access tokens for FCM from a service account (yup-oauth2), fetched
 //! over a client that trusts `CLARION_EXTRA_CA_FILE` too, cached, and
 //! renewed before they expire (or at once when FCM refuses one).
+//!
+//! A renewal due while the cached token is still valid is made by one push
+//! only; every other push goes on with the cached token meanwhile, so a
+//! slow or hung token endpoint holds no push while a valid token exists.
+//! Only when no valid token is left do pushes wait for the fetch (one at a
+//! time, each bounded by [`TOKEN_FETCH_TIMEOUT`]).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -32,6 +38,7 @@ type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
 struct Cached {
     header: HeaderValue,
     renew_at: Instant,
+    expires_at: Instant,
     fetched_at: Instant,
 }
 
@@ -74,10 +81,26 @@ pub async fn from_credentials(path: &Path, extra_ca: Option<&Path>) -> Result<(S
 impl FcmAuth {
     /// The `authorization` header value, fetching a token when none is fresh.
     pub async fn header(&self) -> Result<HeaderValue, String> {
-        if let Some(cached) = self.cached.load_full().filter(|c| Instant::now() < c.renew_at) {
+        let now = Instant::now();
+        let Some(cached) = self.cached.load_full().filter(|c| now < c.expires_at) else {
+            return self.fetch(false).await;
+        };
+        if now < cached.renew_at {
             return Ok(cached.header.clone());
         }
-        self.fetch(false).await
+        // Due for renewal, still valid: whoever gets the lock renews, the
+        // others use the cached token (no waiting on a slow endpoint).
+        let Ok(renewing) = self.fetching.try_lock() else {
+            return Ok(cached.header.clone());
+        };
+        match self.fetch_holding(false, renewing).await {
+            Ok(header) => Ok(header),
+            Err(err) if Instant::now() < cached.expires_at => {
+                warn!(error = %err, "cannot renew the FCM access token yet; the current one is still valid");
+                Ok(cached.header.clone())
+            }
+            Err(err) => Err(err),
+        }
     }
 
     /// Fetches a new token now (FCM refused the current one).
@@ -92,7 +115,16 @@ impl FcmAuth {
     }
 
     async fn fetch(&self, force: bool) -> Result<HeaderValue, String> {
-        let _one_at_a_time = self.fetching.lock().await;
+        let one_at_a_time = self.fetching.lock().await;
+        self.fetch_holding(force, one_at_a_time).await
+    }
+
+    /// Fetches while holding the fetch lock (`_held`).
+    async fn fetch_holding(
+        &self,
+        force: bool,
+        _held: tokio::sync::MutexGuard<'_, ()>,
+    ) -> Result<HeaderValue, String> {
         if !force && let Some(cached) = self.cached.load_full().filter(|c| Instant::now() < c.renew_at) {
             return Ok(cached.header.clone());
         }
@@ -120,6 +152,7 @@ impl FcmAuth {
         self.cached.store(Some(Arc::new(Cached {
             header: header.clone(),
             renew_at: now + lifetime.saturating_sub(RENEW_MARGIN).max(lifetime / 2),
+            expires_at: now + lifetime,
             fetched_at: now,
         })));
         info!(lifetime_s = lifetime.as_secs(), "FCM access token fetched");

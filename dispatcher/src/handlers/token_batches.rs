@@ -10,12 +10,18 @@
 //! 4. ack. If the report cannot be published the batch goes back to the
 //!    queue and is delivered again: a crash re-sends only batches in flight.
 //!
-//! A batch whose report this process already published comes back when
-//! only its ack was lost (the channel closed in between, e.g. a broker
-//! restart): it is acked again without a push. The batches delivered lately
-//! are remembered for that ([`DELIVERED_REMEMBERED`]).
+//! A broker restart must not push a batch twice: a batch being pushed when
+//! the channel dies is finished, and its report is published as soon as the
+//! broker is back (the handler keeps trying for [`REPORT_PATIENCE`] instead
+//! of giving the batch back). The copy the broker redelivers meanwhile (to
+//! another worker of this process) waits while the batch is in hand here,
+//! and a batch whose report this process published is acked again without
+//! a push — the batches delivered lately are remembered for that
+//! ([`DELIVERED_REMEMBERED`]).
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use clarion_proto::codec::decode;
 use clarion_proto::{
@@ -40,6 +46,12 @@ const PUBLISH_ATTEMPTS: u32 = 3;
 /// Batches remembered as delivered: far more than a process has in hand
 /// (workers × prefetch) or could get back after one broker restart.
 pub const DELIVERED_REMEMBERED: usize = 16_384;
+/// How long a delivered batch's report is retried (the broker restarting)
+/// before the batch goes back to its queue; also how long a redelivered
+/// copy waits for the worker that has the batch in hand.
+pub const REPORT_PATIENCE: Duration = Duration::from_secs(60);
+/// How often a redelivered copy looks whether its batch is still in hand.
+const TWIN_POLL: Duration = Duration::from_millis(50);
 /// Invalid tokens above this share of a batch are logged as a warning: a
 /// sign of a wrong bundle id, project or environment (the coordinator
 /// decides what to delete).
@@ -52,6 +64,9 @@ pub struct TokenBatchHandler<C: PushChannel> {
     pub publisher: Publisher,
     /// Batches whose report this process published lately.
     pub delivered: Recent<BatchId>,
+    /// Batches some worker of this process is delivering now (at most
+    /// workers × prefetch).
+    pub in_hand: Arc<Mutex<HashSet<BatchId>>>,
 }
 
 impl<C: PushChannel> Clone for TokenBatchHandler<C> {
@@ -61,6 +76,7 @@ impl<C: PushChannel> Clone for TokenBatchHandler<C> {
             runtime: self.runtime.clone(),
             publisher: self.publisher.clone(),
             delivered: self.delivered.clone(),
+            in_hand: self.in_hand.clone(),
         }
     }
 }
@@ -80,11 +96,19 @@ impl<C: PushChannel> DeliveryHandler for TokenBatchHandler<C> {
                 }
                 Err(err) => return dead_letter(&delivery, &err.to_string()).await,
             };
-            if worker.delivered.contains(&batch.batch_id) {
-                debug!(batch = %batch.batch_id, "batch already delivered and reported; acked again without a push");
-                count_batch(batch.platform, "already_delivered");
-                return ack(&delivery).await;
-            }
+            let _in_hand = match worker.take_in_hand(batch.batch_id).await {
+                InHand::Taken(guard) => guard,
+                InHand::Delivered => {
+                    debug!(batch = %batch.batch_id, "batch already delivered and reported; acked again without a push");
+                    count_batch(batch.platform, "already_delivered");
+                    return ack(&delivery).await;
+                }
+                InHand::Busy => {
+                    warn!(batch = %batch.batch_id, "batch still in hand elsewhere in this process; given back");
+                    count_batch(batch.platform, "requeued");
+                    return requeue(&delivery).await;
+                }
+            };
             let span = tracing::info_span!(
                 "deliver batch",
                 otel.kind = "consumer",
@@ -124,12 +148,7 @@ impl<C: PushChannel> DeliveryHandler for TokenBatchHandler<C> {
             // Built inside the batch's span: the reports carry its context.
             let messages = span.in_scope(|| worker.messages(&batch, outcome));
             match messages {
-                Ok(messages) => match worker
-                    .publisher
-                    .publish_all(&messages, PUBLISH_ATTEMPTS)
-                    .instrument(span)
-                    .await
-                {
+                Ok(messages) => match worker.publish_report(&messages).instrument(span).await {
                     Ok(()) => {
                         worker.delivered.insert(batch.batch_id);
                         count_batch(batch.platform, "delivered");
@@ -156,7 +175,79 @@ fn count_batch(platform: Platform, outcome: &'static str) {
         .increment(1);
 }
 
+/// What a worker found when it took a batch.
+enum InHand {
+    /// It is this worker's now; the guard gives it up when dropped.
+    Taken(InHandGuard),
+    /// This process delivered and reported it already.
+    Delivered,
+    /// Another worker of this process still has it after [`REPORT_PATIENCE`].
+    Busy,
+}
+
+struct InHandGuard {
+    in_hand: Arc<Mutex<HashSet<BatchId>>>,
+    id: BatchId,
+}
+
+impl Drop for InHandGuard {
+    fn drop(&mut self) {
+        self.in_hand
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.id);
+    }
+}
+
 impl<C: PushChannel> TokenBatchHandler<C> {
+    /// Takes batch `id` in hand, unless this process delivered it already;
+    /// a copy of a batch another worker has (a redelivery after the broker
+    /// restarted) waits for that worker first.
+    async fn take_in_hand(&self, id: BatchId) -> InHand {
+        let deadline = tokio::time::Instant::now() + REPORT_PATIENCE;
+        loop {
+            if self.delivered.contains(&id) {
+                return InHand::Delivered;
+            }
+            if self.in_hand.lock().unwrap_or_else(|p| p.into_inner()).insert(id) {
+                return InHand::Taken(InHandGuard {
+                    in_hand: self.in_hand.clone(),
+                    id,
+                });
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return InHand::Busy;
+            }
+            tokio::time::sleep(TWIN_POLL).await;
+        }
+    }
+
+    /// Publishes a delivered batch's report and cleanups, retrying while the
+    /// broker is away for up to [`REPORT_PATIENCE`]: re-pushing the whole
+    /// batch would cost far more than waiting.
+    async fn publish_report(&self, messages: &[Outgoing]) -> Result<(), PublishError> {
+        let deadline = tokio::time::Instant::now() + REPORT_PATIENCE;
+        loop {
+            match self.publisher.publish_all(messages, PUBLISH_ATTEMPTS).await {
+                Ok(()) => return Ok(()),
+                Err(err) if tokio::time::Instant::now() >= deadline => return Err(err),
+                Err(err) => {
+                    warn!(error = %err, "report not confirmed yet; retrying while the broker is away");
+                    tokio::time::sleep(TWIN_POLL * 10).await;
+                    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    // Bounded by the deadline: the publisher waits for the
+                    // broker link, which may not come back in time.
+                    if tokio::time::timeout(left, self.publisher.wait_until_connected())
+                        .await
+                        .is_err()
+                    {
+                        return Err(err);
+                    }
+                }
+            }
+        }
+    }
+
     /// The delivery report and the cleanups of a delivered batch.
     fn messages(&self, batch: &TokenBatch, outcome: BatchOutcome) -> Result<Vec<Outgoing>, PublishError> {
         let id = batch.batch_id.notification_id;

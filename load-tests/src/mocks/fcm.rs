@@ -56,6 +56,10 @@ pub struct FcmMockConfig {
     pub project_id: String,
     /// Lifetime of issued access tokens.
     pub token_lifetime: Duration,
+    /// The token URI written into the service account (and required as the
+    /// JWT audience) when clients reach the token endpoint through a proxy;
+    /// by default the endpoint's own address.
+    pub public_token_uri: Option<String>,
 }
 
 impl FcmMockConfig {
@@ -67,6 +71,7 @@ impl FcmMockConfig {
             dir,
             project_id: "clarion-news".into(),
             token_lifetime: Duration::from_secs(3600),
+            public_token_uri: None,
         }
     }
 }
@@ -106,7 +111,10 @@ impl FcmMock {
             drop(probe);
             addr
         };
-        let token_uri = format!("https://{token_listener}/token");
+        let token_uri = config
+            .public_token_uri
+            .clone()
+            .unwrap_or_else(|| format!("https://{token_listener}/token"));
         let oauth = Arc::new(OAuth {
             decoding_key: DecodingKey::from_rsa_pem(key.public_key_pem().as_bytes())
                 .context("loading the service-account public key")?,

@@ -138,6 +138,11 @@ impl Publisher {
         })
     }
 
+    /// Resolves once the broker link is connected (at once when it is).
+    pub async fn wait_until_connected(&self) {
+        self.link.connection().await;
+    }
+
     /// Sends one message and waits for its confirm.
     pub async fn publish(&self, message: &Outgoing) -> Result<(), PublishError> {
         self.send(message).await?.confirmed().await
