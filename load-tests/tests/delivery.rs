@@ -207,6 +207,38 @@ async fn a_burst_of_invalid_tokens_deletes_nothing_and_marks_the_notification() 
 }
 
 #[actix_web::test]
+async fn endpoints_that_are_not_apns_or_fcm_delete_no_registration() {
+    let cluster = Cluster::start(options(&[], &[], &[])).await;
+    let all = alternating_devices(100, &["t"]);
+    seed_devices(&cluster.sql().await, &all).await.unwrap();
+    // Both endpoints point at a web server that is not the provider: every
+    // push gets an HTML page, 410 "Gone" from the one, 404 from the other.
+    for (platform, status) in [(Platform::Ios, 410), (Platform::Android, 404)] {
+        cluster.mocks().state(platform).faults.set(FaultConfig {
+            impostor_status: Some(status),
+            ..FaultConfig::default()
+        });
+    }
+    let id = send(&cluster, json!({"topics": ["t"], "body": "misrouted"})).await;
+    let status = cluster.wait_until_settled(&id, WAIT).await;
+    for platform in ["ios", "android"] {
+        let delivery = &status["delivery"][platform];
+        assert_eq!(delivery["failed"], 50, "every push failed: {status}");
+        assert_eq!(delivery["unregistered"], 0, "no token is called gone: {status}");
+        assert_eq!(delivery["invalid"], 0, "no token is called invalid: {status}");
+    }
+    assert_eq!(status["cleanup"]["registrations_deleted"], 0, "{status}");
+    assert_eq!(status["ninety_in_two"], false, "{status}");
+    let everyone: Vec<String> = all.iter().map(|d| d.token.clone()).collect();
+    assert_eq!(
+        registered(&cluster, &everyone).await.len(),
+        100,
+        "the audience is intact"
+    );
+    cluster.stop().await;
+}
+
+#[actix_web::test]
 async fn outages_and_throttling_are_retried_until_delivered() {
     let cluster = Cluster::start(options(
         &[],

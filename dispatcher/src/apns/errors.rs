@@ -1,7 +1,14 @@
 //! Apple's answers, read with `a2`'s error model, mapped to what the
 //! dispatcher does next.
+//!
+//! A token is given up only on Apple's explicit, well-formed word about it:
+//! 410 with the JSON reason `Unregistered` (gone), 400 `BadDeviceToken` or
+//! `DeviceTokenNotForTopic` (invalid, held for the safety valve). Any other
+//! answer — a 410 or 404 with no Apple body, an HTML page, another server's
+//! JSON — keeps the token and fails the push with a reason: that is what a
+//! wrong `CLARION_APNS_ENDPOINT` looks like, not a dead device.
 
-use a2::{ErrorBody, ErrorReason};
+use a2::ErrorReason;
 use http::{HeaderMap, StatusCode};
 
 use crate::channel::{Attempt, retry_after};
@@ -10,11 +17,14 @@ pub fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Attempt
     if status == StatusCode::OK {
         return Attempt::Accepted;
     }
-    let reason = serde_json::from_slice::<ErrorBody>(body)
-        .ok()
-        .map(|body| body.reason);
+    // Apple always answers an error with a JSON `reason`; a reason `a2`
+    // does not know yet is still Apple's answer.
+    let apple = serde_json::from_slice::<AppleError>(body).ok();
+    let reason = apple.as_ref().and_then(|apple| {
+        serde_json::from_value::<ErrorReason>(serde_json::Value::String(apple.reason.clone())).ok()
+    });
     match (status.as_u16(), reason) {
-        (410, _) => Attempt::Unregistered,
+        (410, Some(ErrorReason::Unregistered)) => Attempt::Unregistered,
         (400, Some(ErrorReason::BadDeviceToken)) => Attempt::Invalid("BadDeviceToken"),
         (400, Some(ErrorReason::DeviceTokenNotForTopic)) => Attempt::Invalid("DeviceTokenNotForTopic"),
         (403, Some(ErrorReason::ExpiredProviderToken)) => Attempt::Reauthenticate("ExpiredProviderToken"),
@@ -47,10 +57,23 @@ pub fn classify(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Attempt
         (400, Some(ErrorReason::BadTopic | ErrorReason::TopicDisallowed | ErrorReason::MissingTopic)) => {
             Attempt::Failed("BadTopic")
         }
+        // Not Apple's JSON: a wrong endpoint, a proxy, another service.
+        // The token is kept.
+        _ if apple.is_none() => Attempt::Failed(NOT_APNS),
         (400, _) => Attempt::Failed("BadRequest"),
         _ => Attempt::Failed("UnexpectedStatus"),
     }
 }
+
+/// The shape of every APNs error body.
+#[derive(serde::Deserialize)]
+struct AppleError {
+    reason: String,
+}
+
+/// The failure reason of an answer that is not APNs': the endpoint is
+/// probably not APNs (`CLARION_APNS_ENDPOINT`).
+pub const NOT_APNS: &str = "NotApnsAnswer";
 
 #[cfg(test)]
 mod tests {
@@ -93,6 +116,23 @@ mod tests {
         ));
         // A reason a2 does not know still gets an answer.
         assert_eq!(answer(400, "InvalidPushType"), Attempt::Failed("BadRequest"));
+    }
+
+    #[test]
+    fn only_apples_own_word_gives_a_token_up() {
+        let none = HeaderMap::new();
+        let status = |code| StatusCode::from_u16(code).unwrap();
+        let page = b"<html><body><h1>410 Gone</h1></body></html>";
+        assert_eq!(classify(status(410), &none, page), Attempt::Failed(NOT_APNS));
+        assert_eq!(classify(status(410), &none, b""), Attempt::Failed(NOT_APNS));
+        assert_eq!(
+            classify(status(410), &none, br#"{"message":"gone"}"#),
+            Attempt::Failed(NOT_APNS)
+        );
+        assert_eq!(classify(status(404), &none, page), Attempt::Failed(NOT_APNS));
+        assert_eq!(classify(status(400), &none, page), Attempt::Failed(NOT_APNS));
+        // Apple's word, but not `Unregistered`, with a 410.
+        assert_eq!(answer(410, "BadDeviceToken"), Attempt::Failed("UnexpectedStatus"));
     }
 
     #[test]

@@ -35,11 +35,13 @@ use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
 use opentelemetry::KeyValue;
 use tracing::field::Empty;
-use tracing::{Instrument, debug, info, warn};
+use tracing::{Instrument, debug, error, info, warn};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
+use crate::apns::errors::NOT_APNS;
 use crate::channel::PushChannel;
 use crate::delivery::{BatchOutcome, Deliverer};
+use crate::fcm::errors::NOT_FCM;
 
 /// Attempts to get a batch's report confirmed before giving the batch back.
 const PUBLISH_ATTEMPTS: u32 = 3;
@@ -342,6 +344,21 @@ fn observe(batch: &TokenBatch, outcome: &BatchOutcome, elapsed: std::time::Durat
         elapsed_ms = elapsed.as_millis() as u64,
         "batch delivered"
     );
+    let impostor = outcome
+        .failures
+        .iter()
+        .find(|(reason, _)| [NOT_APNS, NOT_FCM].contains(reason));
+    if let Some((reason, count)) = impostor {
+        error!(
+            notification.id = %id.notification_id,
+            batch = %id,
+            provider = %batch.platform,
+            reason = *reason,
+            pushes = *count,
+            "the provider endpoint answers like no APNs / FCM server: check CLARION_APNS_ENDPOINT / \
+             CLARION_FCM_ENDPOINT; the tokens are kept and the pushes counted failed"
+        );
+    }
     if tokens > 0 && f64::from(counts.invalid) / tokens as f64 > SUSPICIOUS_INVALID_SHARE {
         warn!(
             notification.id = %id.notification_id,

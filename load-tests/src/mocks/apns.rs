@@ -25,7 +25,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::control::{self, MockState};
-use super::faults::Verdict;
+use super::faults::{Verdict, impostor_page};
 use super::server::{ConnectionId, Listener, Protocols, serve_tls};
 use super::tls::TestPki;
 use super::{unix_ms, unix_s};
@@ -250,6 +250,10 @@ impl Apns {
             .to_owned();
         let outcome = self.check(request, &token, connection);
         self.state.faults.delay().await;
+        if let Some(status) = self.state.faults.impostor_status() {
+            self.state.accounting.record(&token, status, started.elapsed());
+            return impostor_page(status);
+        }
         let status = outcome.as_ref().map_or_else(|refusal| refusal.status, |()| 200);
         self.state.accounting.record(&token, status, started.elapsed());
         let apns_id = match apns_id {

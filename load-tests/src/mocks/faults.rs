@@ -36,6 +36,10 @@ pub struct FaultConfig {
     pub quota_per_minute: Option<u64>,
     /// `Retry-After` sent with 429 and 503 answers, in seconds.
     pub retry_after_s: Option<u64>,
+    /// Answer every request with this status and an HTML page, as a web
+    /// server that is not APNs / FCM would (an endpoint pointed at the
+    /// wrong host): no provider's word on any token.
+    pub impostor_status: Option<u16>,
 }
 
 /// What the faults say about one request.
@@ -117,6 +121,11 @@ impl Faults {
             .unwrap_or_else(|p| p.into_inner())
             .source
             .clone()
+    }
+
+    /// The status every request is answered with as an impostor, if set.
+    pub fn impostor_status(&self) -> Option<u16> {
+        self.get_source(|c| c.impostor_status)
     }
 
     /// `Retry-After` for 429 / 503 answers.
@@ -202,6 +211,19 @@ fn compile(source: FaultConfig) -> Compiled {
         foreign: source.foreign.iter().cloned().collect(),
         source,
     }
+}
+
+/// What a web server that is not the provider answers: `status` with an
+/// HTML page.
+pub fn impostor_page(status: u16) -> http::Response<bytes::Bytes> {
+    let page = format!(
+        "<!DOCTYPE html><html><head><title>{status}</title></head><body><h1>{status}</h1></body></html>"
+    );
+    http::Response::builder()
+        .status(status)
+        .header("content-type", "text/html; charset=utf-8")
+        .body(bytes::Bytes::from(page))
+        .unwrap_or_else(|_| http::Response::new(bytes::Bytes::new()))
 }
 
 #[cfg(test)]

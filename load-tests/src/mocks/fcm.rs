@@ -33,7 +33,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::control::{self, MockState};
-use super::faults::Verdict;
+use super::faults::{Verdict, impostor_page};
 use super::server::{Listener, MAX_REQUEST_BODY, Protocols, json_response, serve_tls};
 use super::tls::TestPki;
 use super::{unix_ms, unix_s};
@@ -357,6 +357,10 @@ impl Fcm {
         let started = Instant::now();
         let (token, outcome) = self.check(request);
         self.state.faults.delay().await;
+        if let Some(status) = self.state.faults.impostor_status() {
+            self.state.accounting.record(&token, status, started.elapsed());
+            return impostor_page(status);
+        }
         let status = outcome.as_ref().map_or_else(|err| err.code, |_| 200);
         self.state.accounting.record(&token, status, started.elapsed());
         match outcome {
