@@ -31,6 +31,16 @@ async fn the_counters_match_what_was_sent() {
     assert_eq!(status, StatusCode::ACCEPTED);
     let id = accepted["id"].as_str().unwrap().to_owned();
     cluster.wait_until_settled(&id, Duration::from_secs(60)).await;
+    // Made-up methods must not each become a series.
+    for n in 0..20 {
+        let method = reqwest::Method::from_bytes(format!("MADEUP{n}").as_bytes()).unwrap();
+        cluster
+            .http
+            .request(method, format!("{}/api/v1/notifications", cluster.base))
+            .send()
+            .await
+            .unwrap();
+    }
 
     let scrape = cluster
         .http
@@ -73,6 +83,8 @@ async fn the_counters_match_what_was_sent() {
             r#"clarion_api_requests_total{method="POST",route="/api/v1/notifications",status="202"}"#
         )
     );
+    assert!(!text.contains("MADEUP"), "a made-up method is no label");
+    assert!(text.contains(r#"clarion_api_requests_total{method="other""#));
     assert!(text.contains("clarion_dispatcher_http2_connections_opened_total"));
     assert!(text.contains("clarion_db_pool_connections"));
     cluster.stop().await;

@@ -89,6 +89,23 @@ pub enum PayloadError {
     ApnsTooLarge(usize),
     #[error("the FCM payload would be {0} bytes; Google accepts at most {FCM_MAX_PAYLOAD_BYTES}")]
     FcmTooLarge(usize),
+    #[error(
+        "{0} holds a control character (NUL or another below U+0020 other than tab, newline and carriage return)"
+    )]
+    ControlCharacter(&'static str),
+}
+
+/// Refuses NUL and the other C0 control characters but tab, newline and
+/// carriage return: no phone shows them, PostgreSQL cannot store NUL in
+/// JSON, and they only ever arrive by mistake.
+fn check_text(field: &'static str, value: &str) -> Result<(), PayloadError> {
+    let control = value
+        .chars()
+        .any(|c| c.is_ascii_control() && !matches!(c, '\t' | '\n' | '\r'));
+    if control {
+        return Err(PayloadError::ControlCharacter(field));
+    }
+    Ok(())
 }
 
 impl Notification {
@@ -108,6 +125,23 @@ impl Notification {
         }
         if self.body.trim().is_empty() {
             return Err(PayloadError::EmptyBody);
+        }
+        check_text("body", &self.body)?;
+        if let Some(title) = &self.title {
+            check_text("title", title)?;
+        }
+        for (field, value) in [
+            ("link", &self.link),
+            ("image_url", &self.image_url),
+            ("collapse_key", &self.collapse_key),
+        ] {
+            if let Some(value) = value {
+                check_text(field, value)?;
+            }
+        }
+        for (key, value) in &self.data {
+            check_text("a data key", key)?;
+            check_text("a data value", value)?;
         }
         check_url("link", self.link.as_deref())?;
         check_url("image_url", self.image_url.as_deref())?;
@@ -278,6 +312,20 @@ pub(crate) mod tests {
                 PayloadError::TooManyTopics(21),
             ),
             (|n| n.body = "  ".into(), PayloadError::EmptyBody),
+            (
+                |n| n.body = "breaking\0news".into(),
+                PayloadError::ControlCharacter("body"),
+            ),
+            (
+                |n| n.title = Some("\u{1b}[31mred".into()),
+                PayloadError::ControlCharacter("title"),
+            ),
+            (
+                |n| {
+                    n.data.insert("section".into(), "a\u{7}b".into());
+                },
+                PayloadError::ControlCharacter("a data value"),
+            ),
             (
                 |n| n.ttl_seconds = MAX_TTL_SECONDS + 1,
                 PayloadError::TtlTooLong(MAX_TTL_SECONDS + 1),

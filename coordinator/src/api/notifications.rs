@@ -21,7 +21,8 @@ use crate::progress::timings::{Timings, reachable, timings};
 use crate::sending::{Accepted, Sending, accept};
 use crate::store::notifications::{self as store, Cancel, PlatformDelivery, StoredNotification};
 
-/// A breaking-news alert for one or more topics.
+/// A breaking-news alert for one or more topics. No text field may hold a
+/// control character other than tab, newline and carriage return (422).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendRequest {

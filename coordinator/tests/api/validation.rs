@@ -164,3 +164,40 @@ async fn implausible_tokens_in_lookups_and_unknown_paths_are_explained() {
     expect_problem(response, StatusCode::NOT_FOUND, "not-found").await;
     app.stop().await;
 }
+
+#[actix_web::test]
+async fn control_characters_in_a_notification_are_refused_not_a_server_error() {
+    let app = TestCoordinator::start().await;
+    for (field, body) in [
+        ("body", json!({"topics": ["t"], "body": "breaking\u{0}news"})),
+        (
+            "title",
+            json!({"topics": ["t"], "title": "\u{1b}[31m", "body": "x"}),
+        ),
+        (
+            "a data value",
+            json!({"topics": ["t"], "body": "x", "data": {"k": "a\u{0}"}}),
+        ),
+    ] {
+        let response = app
+            .request(reqwest::Method::POST, "/api/v1/notifications", Some(SEND_KEY))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let problem = expect_problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid-request").await;
+        assert!(
+            problem["detail"].as_str().unwrap_or_default().contains(field),
+            "{field}: {problem}"
+        );
+    }
+    // Newlines and tabs are text.
+    let response = app
+        .request(reqwest::Method::POST, "/api/v1/notifications", Some(SEND_KEY))
+        .json(&json!({"topics": ["t"], "body": "line one\n\tline two"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    app.stop().await;
+}
