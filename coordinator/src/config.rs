@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::progress::completion::Valve;
 use clap::Parser;
 use clarion_runtime::telemetry::OtlpSettings;
 use clarion_runtime::{BrokerSettings, DatabaseSettings, LogSettings, ShutdownSettings};
@@ -94,10 +95,11 @@ pub struct Settings {
     )]
     pub reports_prefetch: u16,
 
-    /// Largest share of a notification's audience refused as invalid whose
-    /// registrations are still deleted. Above it Clarion suspects its own
-    /// configuration (bundle id, Firebase project, APNs environment), deletes
-    /// none of them and says so loudly.
+    /// Largest share of a segment's pushes (iOS production, iOS sandbox,
+    /// Android) refused as invalid whose registrations are still deleted.
+    /// Above it Clarion suspects its own configuration (bundle id, Firebase
+    /// project, APNs environment), deletes none of that segment's tokens
+    /// and says so loudly.
     #[arg(
         long = "invalid-token-threshold",
         env = "CLARION_INVALID_TOKEN_THRESHOLD",
@@ -105,6 +107,17 @@ pub struct Settings {
         value_parser = parse_share
     )]
     pub invalid_token_threshold: f64,
+
+    /// Largest share of a segment's pushes answered "gone" (uninstalled)
+    /// whose registrations are still deleted. Above it the provider, or the
+    /// endpoint Clarion talks to, is suspected instead of the devices.
+    #[arg(
+        long = "gone-token-threshold",
+        env = "CLARION_GONE_TOKEN_THRESHOLD",
+        default_value_t = 0.2,
+        value_parser = parse_share
+    )]
+    pub gone_token_threshold: f64,
 
     #[command(flatten)]
     pub database: DatabaseSettings,
@@ -125,6 +138,14 @@ pub struct Settings {
 impl Settings {
     pub fn topic_count_max_age(&self) -> Duration {
         Duration::from_secs(self.topic_count_max_age_secs)
+    }
+
+    /// The safety valve's thresholds.
+    pub fn valve(&self) -> Valve {
+        Valve {
+            gone: self.gone_token_threshold,
+            invalid: self.invalid_token_threshold,
+        }
     }
 
     pub fn stall(&self) -> Duration {

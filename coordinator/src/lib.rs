@@ -149,7 +149,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
             },
             ReportHandler {
                 pool: pool.clone(),
-                invalid_threshold: settings.invalid_token_threshold,
+                valve: settings.valve(),
             },
         ),
         dead_letters: QueueConsumer::start_pool(
@@ -162,7 +162,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
             },
             DeadLetterHandler {
                 pool: pool.clone(),
-                invalid_threshold: settings.invalid_token_threshold,
+                valve: settings.valve(),
             },
         ),
         cleanup: QueueConsumer::start_pool(

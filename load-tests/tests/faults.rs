@@ -261,6 +261,7 @@ fn poison_report(notification_id: uuid::Uuid) -> clarion_proto::DeliveryReport {
             seq: 99_999,
         },
         platform: Platform::Android,
+        environment: clarion_proto::ApnsEnvironment::Production,
         counts: DeliveryCounts {
             sent: 2,
             ..DeliveryCounts::default()

@@ -170,6 +170,10 @@ pub struct DeliveryReport {
     pub v: WireVersion,
     pub batch_id: BatchId,
     pub platform: Platform,
+    /// The APNs environment of the batch (`production` for Android): with
+    /// the platform, the safety valve's segment.
+    #[serde(default)]
+    pub environment: ApnsEnvironment,
     pub counts: DeliveryCounts,
     pub first_accept_at: Option<DateTime<Utc>>,
     pub last_accept_at: Option<DateTime<Utc>>,
@@ -214,6 +218,10 @@ pub struct TokenCleanup {
     pub v: WireVersion,
     pub notification_id: Uuid,
     pub platform: Platform,
+    /// The APNs environment of the batch (`production` for Android): with
+    /// the platform, the safety valve's segment.
+    #[serde(default)]
+    pub environment: ApnsEnvironment,
     pub reason: CleanupReason,
     pub tokens: Vec<String>,
 }
@@ -307,6 +315,7 @@ mod tests {
                 v: WireVersion::CURRENT,
                 batch_id: batch_id(),
                 platform: Platform::Android,
+                environment: ApnsEnvironment::Production,
                 counts: DeliveryCounts { sent, invalid, ..DeliveryCounts::default() },
                 first_accept_at: DateTime::from_timestamp(1_700_000_000, 0),
                 last_accept_at: None,
@@ -326,6 +335,7 @@ mod tests {
                 v: WireVersion::CURRENT,
                 notification_id: Uuid::nil(),
                 platform: Platform::Ios,
+                environment: ApnsEnvironment::Sandbox,
                 reason: if harvested { CleanupReason::Unregistered } else { CleanupReason::Invalid },
                 tokens: vec![format!("{sent:064x}")],
             };

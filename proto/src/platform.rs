@@ -65,6 +65,17 @@ impl ApnsEnvironment {
     }
 }
 
+/// The segment a push belongs to for the safety valve: where one
+/// misconfiguration (a wrong bundle id, project or APNs environment) would
+/// hit every push alike — `ios/production`, `ios/sandbox` or `android`.
+pub fn segment(platform: Platform, environment: ApnsEnvironment) -> &'static str {
+    match (platform, environment) {
+        (Platform::Ios, ApnsEnvironment::Production) => "ios/production",
+        (Platform::Ios, ApnsEnvironment::Sandbox) => "ios/sandbox",
+        (Platform::Android, _) => "android",
+    }
+}
+
 impl fmt::Display for ApnsEnvironment {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

@@ -138,6 +138,7 @@ mod tests {
             v: WireVersion::CURRENT,
             notification_id: id,
             platform: Platform::Ios,
+            environment: crate::ApnsEnvironment::Production,
             reason: CleanupReason::Invalid,
             tokens: vec![],
         };

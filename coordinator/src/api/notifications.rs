@@ -126,12 +126,16 @@ pub struct CleanupBody {
     /// Registrations (device × topic) deleted because their tokens are
     /// gone or invalid.
     pub registrations_deleted: u64,
-    /// `pending` until complete; then `deleted`, or `kept` when so many tokens
-    /// were refused that Clarion suspects its own configuration.
+    /// What became of the tokens the providers called gone or invalid:
+    /// `pending` until complete (they are held); then `deleted`, or `kept`
+    /// when some segment had so many that Clarion suspects its own
+    /// configuration (that segment's are all kept).
     #[schema(example = "deleted")]
     pub invalid_tokens: String,
-    /// True when invalid tokens were kept for that reason.
+    /// True when some segment's tokens were kept for that reason.
     pub suspect_configuration: bool,
+    /// The segments suspected (`ios/production`, `ios/sandbox`, `android`).
+    pub suspect_segments: Vec<String>,
     /// Token cleanups that could not be recorded and were parked in the
     /// cleanup dead-letter queue (their registrations are kept).
     pub parked: u32,
@@ -174,7 +178,13 @@ impl NotificationStatus {
     fn new(stored: StoredNotification, timings: Timings) -> Self {
         let audience = stored.audience_ios + stored.audience_android;
         let sent = stored.ios.sent + stored.android.sent;
-        let ninety_in_two = timings.ninety_in_two(stored.created_at, stored.completed_at.is_some());
+        // A notification whose tokens tripped the safety valve did not reach
+        // its audience as far as anyone can tell: never "90in2: yes".
+        let ninety_in_two = if stored.suspect_segments.is_empty() {
+            timings.ninety_in_two(stored.created_at, stored.completed_at.is_some())
+        } else {
+            Some(false)
+        };
         let invalid_tokens = match stored.invalid_decision.as_deref() {
             Some("delete") => "deleted",
             Some(_) => "kept",
@@ -220,6 +230,7 @@ impl NotificationStatus {
                 registrations_deleted: stored.registrations_deleted,
                 invalid_tokens: invalid_tokens.to_owned(),
                 suspect_configuration: invalid_tokens == "kept",
+                suspect_segments: stored.suspect_segments.clone(),
                 parked: stored.cleanups_parked,
             },
             links: self_link(stored.id),

@@ -2,8 +2,8 @@
 //! or refused as invalid (held until the notification's decision, so a
 //! misconfiguration never wipes the audience).
 
+use clarion_proto::TokenCleanup;
 use clarion_proto::codec::decode;
-use clarion_proto::{CleanupReason, TokenCleanup};
 use clarion_runtime::PgPool;
 use clarion_runtime::amqp::consumer::{DeliveryHandler, ack, dead_letter};
 use futures::future::LocalBoxFuture;
@@ -35,12 +35,7 @@ impl DeliveryHandler for CleanupHandler {
                 Ok(cleaned) => {
                     count_report("cleanup", "counted");
                     if let Cleaned::Deleted(rows) = cleaned {
-                        let reason = match cleanup.reason {
-                            CleanupReason::Unregistered => "unregistered",
-                            CleanupReason::Invalid => "invalid",
-                        };
-                        metrics::counter!("clarion_coordinator_registrations_deleted_total", "reason" => reason)
-                            .increment(rows);
+                        metrics::counter!("clarion_coordinator_registrations_deleted_total").increment(rows);
                     }
                     debug!(
                         notification.id = %cleanup.notification_id,

@@ -22,7 +22,7 @@ use tracing::{Instrument, error, warn};
 use uuid::Uuid;
 
 use super::{count_report, process_span, retry_database};
-use crate::progress::completion::announce;
+use crate::progress::completion::{Valve, announce};
 use crate::progress::{Recorded, record_delivery, record_job};
 use crate::store::StoreError;
 use crate::store::notifications;
@@ -30,7 +30,8 @@ use crate::store::notifications;
 #[derive(Clone)]
 pub struct DeadLetterHandler {
     pub pool: PgPool,
-    pub invalid_threshold: f64,
+    /// The safety valve's thresholds.
+    pub valve: Valve,
 }
 
 impl DeliveryHandler for DeadLetterHandler {
@@ -145,11 +146,11 @@ impl DeadLetterHandler {
             },
         };
         let recorded = retry_database("record failed job", || {
-            record_job(&self.pool, &report, self.invalid_threshold)
+            record_job(&self.pool, &report, self.valve)
         })
         .await?;
         if let Recorded::Counted(Some(completion)) = recorded {
-            announce(job.notification_id, &completion, self.invalid_threshold);
+            announce(job.notification_id, &completion, self.valve);
         }
         Ok(())
     }
@@ -165,6 +166,7 @@ impl DeadLetterHandler {
             v: WireVersion::CURRENT,
             batch_id: batch.batch_id,
             platform: batch.platform,
+            environment: batch.environment,
             counts: DeliveryCounts {
                 failed: batch.tokens.len() as u32,
                 ..DeliveryCounts::default()
@@ -174,15 +176,11 @@ impl DeadLetterHandler {
             accepts: Vec::new(),
         };
         let recorded = retry_database("record failed batch", || {
-            record_delivery(&self.pool, &report, self.invalid_threshold)
+            record_delivery(&self.pool, &report, self.valve)
         })
         .await?;
         if let Recorded::Counted(Some(completion)) = recorded {
-            announce(
-                batch.batch_id.notification_id,
-                &completion,
-                self.invalid_threshold,
-            );
+            announce(batch.batch_id.notification_id, &completion, self.valve);
         }
         Ok(())
     }

@@ -12,14 +12,14 @@ use lapin::message::Delivery;
 use tracing::{Instrument, debug, warn};
 
 use super::{count_report, give_back, process_span, retry_database};
-use crate::progress::completion::announce;
+use crate::progress::completion::{Valve, announce};
 use crate::progress::{Recorded, record_delivery, record_job};
 
 #[derive(Clone)]
 pub struct ReportHandler {
     pub pool: PgPool,
-    /// Largest share of invalid tokens that are still deleted.
-    pub invalid_threshold: f64,
+    /// The safety valve's thresholds.
+    pub valve: Valve,
 }
 
 impl DeliveryHandler for ReportHandler {
@@ -34,7 +34,7 @@ impl DeliveryHandler for ReportHandler {
                         Ok(report) => (
                             report.notification_id,
                             retry_database("record job report", || {
-                                record_job(&handler.pool, &report, handler.invalid_threshold)
+                                record_job(&handler.pool, &report, handler.valve)
                             })
                             .await,
                         ),
@@ -44,7 +44,7 @@ impl DeliveryHandler for ReportHandler {
                         Ok(report) => (
                             report.batch_id.notification_id,
                             retry_database("record delivery report", || {
-                                record_delivery(&handler.pool, &report, handler.invalid_threshold)
+                                record_delivery(&handler.pool, &report, handler.valve)
                             })
                             .await,
                         ),
@@ -64,7 +64,7 @@ impl DeliveryHandler for ReportHandler {
                     Ok(Recorded::Counted(completion)) => {
                         count_report(kind, "counted");
                         if let Some(completion) = completion {
-                            announce(id, &completion, handler.invalid_threshold);
+                            announce(id, &completion, handler.valve);
                         }
                         ack(&delivery).await;
                     }

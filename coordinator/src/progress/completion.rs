@@ -1,6 +1,14 @@
 //! Completing a notification once every job and batch is accounted for:
-//! its timings, its status, and the safety valve on invalid tokens — then
-//! saying loudly what was decided.
+//! its timings, its status, and the safety valve on the tokens the
+//! providers called gone or invalid — then saying loudly what was decided.
+//!
+//! The valve works per segment (`ios/production`, `ios/sandbox`,
+//! `android`): the shares of a segment's attempted pushes answered gone
+//! and invalid are compared with the thresholds, so a small segment that
+//! is wholly misconfigured (a wrong bundle id for 40 iOS devices beside 960
+//! Android ones) is caught, and a provider answering "gone" to everything
+//! wipes no audience. A tripped segment's held tokens are all kept, the
+//! notification names it as suspect, and never counts as meeting 90in2.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -10,26 +18,42 @@ use uuid::Uuid;
 
 use super::timings::{NINETY_IN_TWO_MS, Timings, reachable, timings};
 use crate::store::StoreError;
-use crate::store::delivery::{delete_registrations, finished, mark_complete, take_held_invalid_tokens};
+use crate::store::delivery::{
+    SegmentCounts, delete_registrations, finished, mark_complete, segment_counts, take_held_tokens,
+};
+
+/// The safety valve's thresholds: the largest share of a segment's
+/// attempted pushes answered gone, or invalid, whose registrations are
+/// still deleted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Valve {
+    pub gone: f64,
+    pub invalid: f64,
+}
+
+impl Valve {
+    /// Whether the segment's answers point at Clarion's configuration
+    /// rather than at its devices.
+    pub fn trips(&self, counts: &SegmentCounts) -> bool {
+        let attempted = counts.attempted as f64;
+        counts.attempted > 0
+            && (counts.gone as f64 > self.gone * attempted
+                || counts.invalid as f64 > self.invalid * attempted)
+    }
+}
 
 /// What completing a notification decided.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Completion {
     pub audience: u64,
     pub invalid: u64,
-    /// Registrations deleted for invalid tokens (0 when withheld).
-    pub invalid_deleted: u64,
-    /// True when the invalid share was above the threshold: nothing was
-    /// deleted and the notification is marked.
-    pub invalid_withheld: bool,
+    pub gone: u64,
+    /// Registrations deleted now: the held tokens of the segments under
+    /// the thresholds.
+    pub deleted: u64,
+    /// Segments over a threshold: none of their tokens was deleted.
+    pub suspect_segments: Vec<String>,
     pub timings: Timings,
-}
-
-/// The safety valve: invalid tokens are deleted only while they are at
-/// most `threshold` of the audience; above it Clarion suspects its own
-/// configuration (bundle id, Firebase project, APNs environment).
-pub fn withholds_invalid(audience: u64, invalid: u64, threshold: f64) -> bool {
-    audience > 0 && invalid as f64 > threshold * audience as f64
 }
 
 /// Completes the notification if every job and every batch is accounted for
@@ -37,26 +61,27 @@ pub fn withholds_invalid(audience: u64, invalid: u64, threshold: f64) -> bool {
 pub async fn complete_if_finished(
     tx: &Transaction<'_>,
     id: Uuid,
-    invalid_threshold: f64,
+    valve: Valve,
 ) -> Result<Option<Completion>, StoreError> {
     let Some(done) = finished(tx, id).await? else {
         return Ok(None);
     };
     let timings = timings(tx, id, reachable(done.audience, done.unregistered)).await?;
-    let withheld = withholds_invalid(done.audience, done.invalid, invalid_threshold);
-    let held = take_held_invalid_tokens(tx, id).await?;
-    let invalid_deleted = if withheld {
-        0
-    } else {
-        delete_registrations(tx, id, &held, done.created_at).await?
-    };
-    let decision = if withheld { "keep" } else { "delete" };
-    mark_complete(tx, id, decision, timings.as_array()).await?;
+    let suspect_segments: Vec<String> = segment_counts(tx, id)
+        .await?
+        .into_iter()
+        .filter(|counts| valve.trips(counts))
+        .map(|counts| counts.segment)
+        .collect();
+    let held = take_held_tokens(tx, id, &suspect_segments).await?;
+    let deleted = delete_registrations(tx, id, &held, done.created_at).await?;
+    mark_complete(tx, id, &suspect_segments, timings.as_array()).await?;
     Ok(Some(Completion {
         audience: done.audience,
         invalid: done.invalid,
-        invalid_deleted,
-        invalid_withheld: withheld,
+        gone: done.unregistered,
+        deleted,
+        suspect_segments,
         timings,
     }))
 }
@@ -67,17 +92,20 @@ static COMPLETED: AtomicU64 = AtomicU64::new(0);
 static MET_NINETY_IN_TWO: AtomicU64 = AtomicU64::new(0);
 
 /// Says loudly what completing a notification decided, and counts it.
-pub fn announce(id: Uuid, completion: &Completion, invalid_threshold: f64) {
+pub fn announce(id: Uuid, completion: &Completion, valve: Valve) {
     let t = completion.timings;
     count(completion);
-    if completion.invalid_withheld {
+    for segment in &completion.suspect_segments {
+        metrics::counter!("clarion_coordinator_valve_tripped_total", "segment" => segment_label(segment))
+            .increment(1);
         error!(
             notification.id = %id,
-            invalid = completion.invalid,
-            audience = completion.audience,
-            threshold = invalid_threshold,
-            "ALERT: too many tokens refused as invalid; suspecting Clarion's configuration \
-             (bundle id, Firebase project, APNs environment) and deleting none of them"
+            segment = %segment,
+            gone_threshold = valve.gone,
+            invalid_threshold = valve.invalid,
+            "ALERT: too many of this segment's pushes answered gone or invalid; suspecting Clarion's \
+             configuration (endpoint, bundle id, Firebase project, APNs environment) and deleting none \
+             of its registrations"
         );
     }
     info!(
@@ -86,10 +114,22 @@ pub fn announce(id: Uuid, completion: &Completion, invalid_threshold: f64) {
         t50_ms = t.t50_ms,
         t90_ms = t.t90_ms,
         t99_ms = t.t99_ms,
+        gone = completion.gone,
         invalid = completion.invalid,
-        invalid_deleted = completion.invalid_deleted,
+        registrations_deleted = completion.deleted,
+        suspect_segments = ?completion.suspect_segments,
         "notification complete"
     );
+}
+
+/// A segment as a metric label, from a fixed set.
+fn segment_label(segment: &str) -> &'static str {
+    match segment {
+        "ios/production" => "ios/production",
+        "ios/sandbox" => "ios/sandbox",
+        "android" => "android",
+        _ => "other",
+    }
 }
 
 fn count(completion: &Completion) {
@@ -101,28 +141,42 @@ fn count(completion: &Completion) {
         }
     }
     let completed = COMPLETED.fetch_add(1, Ordering::Relaxed) + 1;
-    let met = if t.t90_ms.is_some_and(|ms| ms <= NINETY_IN_TWO_MS) {
+    let met = if completion.suspect_segments.is_empty() && t.t90_ms.is_some_and(|ms| ms <= NINETY_IN_TWO_MS) {
         MET_NINETY_IN_TWO.fetch_add(1, Ordering::Relaxed) + 1
     } else {
         MET_NINETY_IN_TWO.load(Ordering::Relaxed)
     };
     metrics::counter!("clarion_coordinator_notifications_completed_total").increment(1);
     metrics::gauge!("clarion_coordinator_ninety_in_two_ratio").set(met as f64 / completed as f64);
-    metrics::counter!("clarion_coordinator_registrations_deleted_total", "reason" => "invalid")
-        .increment(completion.invalid_deleted);
+    metrics::counter!("clarion_coordinator_registrations_deleted_total").increment(completion.deleted);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn counts(attempted: u64, gone: u64, invalid: u64) -> SegmentCounts {
+        SegmentCounts {
+            segment: "ios/production".into(),
+            attempted,
+            gone,
+            invalid,
+        }
+    }
+
     #[test]
-    fn the_valve_withholds_only_above_the_threshold() {
+    fn the_valve_trips_only_above_a_threshold_of_the_segment() {
+        let valve = Valve {
+            gone: 0.2,
+            invalid: 0.05,
+        };
+        assert!(!valve.trips(&counts(1000, 200, 50)), "exactly at the thresholds");
+        assert!(valve.trips(&counts(1000, 201, 0)), "gone over 20%");
+        assert!(valve.trips(&counts(1000, 0, 51)), "invalid over 5%");
+        assert!(valve.trips(&counts(40, 0, 40)), "a small segment wholly refused");
         assert!(
-            !withholds_invalid(1000, 50, 0.05),
-            "exactly at the threshold: deleted"
+            !valve.trips(&counts(0, 0, 0)),
+            "nothing attempted, nothing to judge"
         );
-        assert!(withholds_invalid(1000, 51, 0.05));
-        assert!(!withholds_invalid(0, 0, 0.05), "no audience, nothing to withhold");
     }
 }

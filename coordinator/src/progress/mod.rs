@@ -1,23 +1,24 @@
 //! A notification's progress: each job, batch and cleanup report counted
 //! once into its row (one transaction each), its timings and 90in2
-//! ([`timings`]), and its completion with the safety valve on invalid
-//! tokens ([`completion`]). The SQL lives in [`crate::store`]; the queue
+//! ([`timings`]), and its completion with the safety valve on gone and
+//! invalid tokens per segment ([`completion`]). The SQL lives in [`crate::store`]; the queue
 //! handlers in [`crate::handlers`] call in here.
 
 pub mod completion;
 pub mod timings;
 
+use clarion_proto::platform::segment;
 use clarion_proto::{CleanupReason, DeliveryReport, JobReport, TokenCleanup};
 use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
 
-use crate::store::delivery::{count_batch, delete_registrations, hold_invalid_tokens, lock};
+use crate::store::delivery::{count_batch, delete_registrations, hold_tokens, lock};
 use crate::store::notifications::count_job;
 use crate::store::{Counted, StoreError};
-use completion::{Completion, complete_if_finished};
+use completion::{Completion, Valve, complete_if_finished};
 
 /// What recording a report did.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Recorded {
     /// Counted now; completed the notification when `Some`.
     Counted(Option<Completion>),
@@ -29,17 +30,11 @@ pub enum Recorded {
 
 /// Counts a job report once, moves the status on, and completes the
 /// notification when it was the last thing outstanding.
-pub async fn record_job(
-    pool: &PgPool,
-    report: &JobReport,
-    invalid_threshold: f64,
-) -> Result<Recorded, StoreError> {
+pub async fn record_job(pool: &PgPool, report: &JobReport, valve: Valve) -> Result<Recorded, StoreError> {
     let mut conn = pool.get().await.map_err(DbError::from)?;
     let tx = conn.transaction().await?;
     let recorded = match count_job(&tx, report).await? {
-        Counted::Now => {
-            Recorded::Counted(complete_if_finished(&tx, report.notification_id, invalid_threshold).await?)
-        }
+        Counted::Now => Recorded::Counted(complete_if_finished(&tx, report.notification_id, valve).await?),
         Counted::Duplicate => return Ok(Recorded::Duplicate),
         Counted::UnknownNotification => return Ok(Recorded::UnknownNotification),
     };
@@ -52,13 +47,13 @@ pub async fn record_job(
 pub async fn record_delivery(
     pool: &PgPool,
     report: &DeliveryReport,
-    invalid_threshold: f64,
+    valve: Valve,
 ) -> Result<Recorded, StoreError> {
     let mut conn = pool.get().await.map_err(DbError::from)?;
     let tx = conn.transaction().await?;
     let id = report.batch_id.notification_id;
     let recorded = match count_batch(&tx, report).await? {
-        Counted::Now => Recorded::Counted(complete_if_finished(&tx, id, invalid_threshold).await?),
+        Counted::Now => Recorded::Counted(complete_if_finished(&tx, id, valve).await?),
         Counted::Duplicate => return Ok(Recorded::Duplicate),
         Counted::UnknownNotification => return Ok(Recorded::UnknownNotification),
     };
@@ -71,29 +66,33 @@ pub async fn record_delivery(
 pub enum Cleaned {
     /// Registrations deleted now.
     Deleted(u64),
-    /// Invalid tokens held until the notification completes.
+    /// Gone or invalid tokens held until the notification completes.
     Held(u64),
-    /// Invalid tokens dropped: the notification decided to keep them.
+    /// Tokens not deleted: their segment tripped the safety valve.
     Kept,
     UnknownNotification,
 }
 
-/// Deletes the registrations of unregistered tokens at once; holds invalid
-/// tokens until the notification's decision (or applies it if made).
+/// Holds the tokens the providers called gone or invalid until the
+/// notification completes and the safety valve has judged their segment;
+/// a cleanup arriving after that gets the segment's decision at once.
 /// Registrations renewed since the send are never deleted.
 pub async fn record_cleanup(pool: &PgPool, cleanup: &TokenCleanup) -> Result<Cleaned, StoreError> {
     let mut conn = pool.get().await.map_err(DbError::from)?;
     let tx = conn.transaction().await?;
     let id = cleanup.notification_id;
-    let Some((sent_at, decision)) = lock(&tx, id).await? else {
+    let Some(view) = lock(&tx, id).await? else {
         return Ok(Cleaned::UnknownNotification);
     };
-    let cleaned = match (cleanup.reason, decision.as_deref()) {
-        (CleanupReason::Unregistered, _) | (CleanupReason::Invalid, Some("delete")) => {
-            Cleaned::Deleted(delete_registrations(&tx, id, &cleanup.tokens, sent_at).await?)
-        }
-        (CleanupReason::Invalid, Some(_)) => Cleaned::Kept,
-        (CleanupReason::Invalid, None) => Cleaned::Held(hold_invalid_tokens(&tx, id, &cleanup.tokens).await?),
+    let segment = segment(cleanup.platform, cleanup.environment);
+    let reason = match cleanup.reason {
+        CleanupReason::Unregistered => "unregistered",
+        CleanupReason::Invalid => "invalid",
+    };
+    let cleaned = match view.decision {
+        None => Cleaned::Held(hold_tokens(&tx, id, reason, segment, &cleanup.tokens).await?),
+        Some(_) if view.suspect_segments.iter().any(|s| s == segment) => Cleaned::Kept,
+        Some(_) => Cleaned::Deleted(delete_registrations(&tx, id, &cleanup.tokens, view.created_at).await?),
     };
     tx.commit().await?;
     Ok(cleaned)

@@ -1,10 +1,11 @@
 //! The delivery tables: `delivery_batches` (each batch report counted once),
 //! `notification_accepts` (the accept-time histogram),
-//! `pending_invalid_tokens` (invalid tokens held for the safety valve), and
+//! `held_tokens` (gone and invalid tokens held for the safety valve), and
 //! the registrations they delete. SQL only; [`crate::progress`] decides.
 
 use chrono::{DateTime, Utc};
 use clarion_proto::DeliveryReport;
+use clarion_proto::platform::segment;
 use tokio_postgres::{GenericClient, Transaction};
 use uuid::Uuid;
 
@@ -22,8 +23,9 @@ pub async fn count_batch(tx: &Transaction<'_>, report: &DeliveryReport) -> Resul
     let inserted = tx
         .execute(
             "INSERT INTO delivery_batches (notification_id, job_index, seq, platform, sent, failed, invalid,
-                                           unregistered, expired, dry_run, cancelled, first_accept_at, last_accept_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT DO NOTHING",
+                                           unregistered, expired, dry_run, cancelled, first_accept_at, last_accept_at,
+                                           segment)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT DO NOTHING",
             &[
                 &id,
                 &(report.batch_id.job_index as i32),
@@ -38,6 +40,7 @@ pub async fn count_batch(tx: &Transaction<'_>, report: &DeliveryReport) -> Resul
                 &n(c.cancelled),
                 &report.first_accept_at,
                 &report.last_accept_at,
+                &segment(report.platform, report.environment),
             ],
         )
         .await?;
@@ -82,35 +85,79 @@ pub async fn count_batch(tx: &Transaction<'_>, report: &DeliveryReport) -> Resul
     Ok(Counted::Now)
 }
 
-/// Locks the notification row; its creation time and invalid-token
-/// decision (`delete`, `keep`, or none yet).
-pub async fn lock(
-    tx: &Transaction<'_>,
-    id: Uuid,
-) -> Result<Option<(DateTime<Utc>, Option<String>)>, StoreError> {
+/// A locked notification as token cleanup sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CleanupView {
+    pub created_at: DateTime<Utc>,
+    /// `delete` / `keep` once complete, `None` before.
+    pub decision: Option<String>,
+    /// Segments whose tokens are kept.
+    pub suspect_segments: Vec<String>,
+}
+
+/// Locks the notification row for the rest of `tx`.
+pub async fn lock(tx: &Transaction<'_>, id: Uuid) -> Result<Option<CleanupView>, StoreError> {
     let row = tx
         .query_opt(
-            "SELECT created_at, invalid_decision FROM notifications WHERE id = $1 FOR UPDATE",
+            "SELECT created_at, invalid_decision, suspect_segments FROM notifications WHERE id = $1 FOR UPDATE",
             &[&id],
         )
         .await?;
-    Ok(row.map(|row| (row.get(0), row.get(1))))
+    Ok(row.map(|row| CleanupView {
+        created_at: row.get(0),
+        decision: row.get(1),
+        suspect_segments: row.get(2),
+    }))
 }
 
-/// Holds invalid tokens until the notification's decision; returns how many
-/// were new.
-pub async fn hold_invalid_tokens(
+/// Holds tokens the providers called gone or invalid (`reason`) until the
+/// notification's decision; returns how many were new.
+pub async fn hold_tokens(
     tx: &Transaction<'_>,
     id: Uuid,
+    reason: &str,
+    segment: &str,
     tokens: &[String],
 ) -> Result<u64, StoreError> {
     Ok(tx
         .execute(
-            "INSERT INTO pending_invalid_tokens (notification_id, token)
-             SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING",
-            &[&id, &tokens],
+            "INSERT INTO held_tokens (notification_id, token, reason, segment)
+             SELECT $1, unnest($2::text[]), $3, $4 ON CONFLICT DO NOTHING",
+            &[&id, &tokens, &reason, &segment],
         )
         .await?)
+}
+
+/// What one segment's pushes came to, for the safety valve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentCounts {
+    pub segment: String,
+    /// Pushes that got an answer or gave up: sent, failed, invalid, gone.
+    pub attempted: u64,
+    pub gone: u64,
+    pub invalid: u64,
+}
+
+/// The notification's pushes per segment (from its batch reports).
+pub async fn segment_counts(tx: &Transaction<'_>, id: Uuid) -> Result<Vec<SegmentCounts>, StoreError> {
+    let rows = tx
+        .query(
+            "SELECT segment, sum(sent + failed + invalid + unregistered)::bigint, sum(unregistered)::bigint,
+                    sum(invalid)::bigint
+               FROM delivery_batches WHERE notification_id = $1 GROUP BY segment ORDER BY segment",
+            &[&id],
+        )
+        .await?;
+    let count = |row: &tokio_postgres::Row, i: usize| row.get::<_, Option<i64>>(i).unwrap_or(0).max(0) as u64;
+    Ok(rows
+        .iter()
+        .map(|row| SegmentCounts {
+            segment: row.get(0),
+            attempted: count(row, 1),
+            gone: count(row, 2),
+            invalid: count(row, 3),
+        })
+        .collect())
 }
 
 /// A notification whose every job and batch is accounted for and which has
@@ -163,13 +210,18 @@ pub async fn accept_histogram(client: &impl GenericClient, id: Uuid) -> Result<V
         .collect())
 }
 
-/// Takes the invalid tokens held for the notification (they are removed
-/// from the holding table).
-pub async fn take_held_invalid_tokens(tx: &Transaction<'_>, id: Uuid) -> Result<Vec<String>, StoreError> {
+/// Takes the tokens held for the notification outside the `kept`
+/// segments; every held row of the notification is removed.
+pub async fn take_held_tokens(
+    tx: &Transaction<'_>,
+    id: Uuid,
+    kept: &[String],
+) -> Result<Vec<String>, StoreError> {
     Ok(tx
         .query(
-            "DELETE FROM pending_invalid_tokens WHERE notification_id = $1 RETURNING token",
-            &[&id],
+            "WITH taken AS (DELETE FROM held_tokens WHERE notification_id = $1 RETURNING token, segment)
+             SELECT token FROM taken WHERE NOT (segment = ANY($2))",
+            &[&id, &kept],
         )
         .await?
         .iter()
@@ -178,21 +230,27 @@ pub async fn take_held_invalid_tokens(tx: &Transaction<'_>, id: Uuid) -> Result<
 }
 
 /// Marks the notification complete (a cancelled or failed one keeps its
-/// status) with its invalid-token decision and t50 / t90 / t99.
+/// status) with its cleanup decision (`delete`, or `keep` when some segment
+/// is suspect), the suspect segments and t50 / t90 / t99.
 pub async fn mark_complete(
     tx: &Transaction<'_>,
     id: Uuid,
-    invalid_decision: &str,
+    suspect_segments: &[String],
     [t50, t90, t99]: [Option<u32>; 3],
 ) -> Result<(), StoreError> {
     let ms = |t: Option<u32>| t.map(|ms| ms as i32);
+    let decision = if suspect_segments.is_empty() {
+        "delete"
+    } else {
+        "keep"
+    };
     tx.execute(
         "UPDATE notifications
             SET status = CASE WHEN status IN ('harvesting', 'dispatching') THEN 'complete' ELSE status END,
-                invalid_decision = $2, t50_ms = $3, t90_ms = $4, t99_ms = $5,
+                invalid_decision = $2, suspect_segments = $3, t50_ms = $4, t90_ms = $5, t99_ms = $6,
                 completed_at = now(), updated_at = now()
           WHERE id = $1",
-        &[&id, &invalid_decision, &ms(t50), &ms(t90), &ms(t99)],
+        &[&id, &decision, &suspect_segments, &ms(t50), &ms(t90), &ms(t99)],
     )
     .await?;
     Ok(())

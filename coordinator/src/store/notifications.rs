@@ -75,6 +75,8 @@ pub struct StoredNotification {
     pub cancelled_at: Option<DateTime<Utc>>,
     pub failure_reason: Option<String>,
     pub cleanups_parked: u32,
+    /// Segments whose gone / invalid share tripped the safety valve.
+    pub suspect_segments: Vec<String>,
 }
 
 /// What became of one platform's pushes so far (also the status API's
@@ -103,7 +105,7 @@ const COLUMNS: &str = "id, payload, status, api_key_id, trace_id, jobs_planned, 
                        sent_android, failed_android, invalid_android, unregistered_android, expired_android,
                        dry_run_android, cancelled_android, registrations_deleted, invalid_decision,
                        t50_ms, t90_ms, t99_ms, created_at, updated_at, completed_at, cancelled_at,
-                       failure_reason, cleanups_parked";
+                       failure_reason, cleanups_parked, suspect_segments";
 
 /// Stores a new notification in `accepted`; does nothing when the id exists.
 pub async fn insert_if_absent(
@@ -267,6 +269,7 @@ fn from_row(row: &Row) -> Result<StoredNotification, StoreError> {
         cancelled_at: row.get("cancelled_at"),
         failure_reason: row.get("failure_reason"),
         cleanups_parked: small("cleanups_parked"),
+        suspect_segments: row.get("suspect_segments"),
     })
 }
 

@@ -257,6 +257,7 @@ impl<C: PushChannel> TokenBatchHandler<C> {
             v: WireVersion::CURRENT,
             batch_id: batch.batch_id,
             platform: batch.platform,
+            environment: batch.environment,
             counts: outcome.counts,
             first_accept_at: outcome.first_accept_at,
             last_accept_at: outcome.last_accept_at,
@@ -274,6 +275,7 @@ impl<C: PushChannel> TokenBatchHandler<C> {
                 v: WireVersion::CURRENT,
                 notification_id: id,
                 platform: batch.platform,
+                environment: batch.environment,
                 reason,
                 tokens,
             };
