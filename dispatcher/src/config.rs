@@ -158,6 +158,19 @@ pub struct DeliverySettings {
     )]
     pub retry_after_max_secs: u64,
 
+    /// Pushes of a notification's segment (iOS production, iOS sandbox,
+    /// Android) this process watches before judging it: when all of its
+    /// first this many are answered gone, invalid or in a way that points
+    /// at the configuration (a wrong endpoint, key or topic), the rest of
+    /// the segment is held back, not pushed; 0 turns the breaker off.
+    #[arg(
+        long = "dispatch-breaker-pushes",
+        env = "CLARION_DISPATCH_BREAKER_PUSHES",
+        default_value_t = 200,
+        value_parser = clap::value_parser!(u32).range(0..=1_000_000)
+    )]
+    pub breaker_pushes: u32,
+
     /// Seconds a push may take before it is abandoned and retried, waiting
     /// for a connection (TCP, TLS and HTTP/2 handshakes) included.
     #[arg(

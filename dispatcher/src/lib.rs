@@ -9,6 +9,7 @@
 //! abruptly, which is what a crash looks like to RabbitMQ.
 
 pub mod apns;
+pub mod breaker;
 pub mod channel;
 pub mod config;
 pub mod delivery;
@@ -32,6 +33,7 @@ use tokio::sync::oneshot;
 use tracing::{info, warn};
 
 use crate::apns::ApnsChannel;
+use crate::breaker::Breaker;
 use crate::channel::{PushChannel, Transport};
 pub use crate::config::Settings;
 use crate::delivery::{Deliverer, Limits};
@@ -236,6 +238,7 @@ async fn start_workers<C: PushChannel>(
     let broker = settings.broker.clone();
     let workers = usize::from(delivery.batch_workers);
     let prefetch = delivery.prefetch;
+    let breaker_pushes = delivery.breaker_pushes;
     let (tx, rx) = oneshot::channel();
     let spawned = arbiter.spawn(async move {
         let names = Names::new(broker.namespace.clone());
@@ -251,6 +254,7 @@ async fn start_workers<C: PushChannel>(
             publisher: Publisher::new(link.clone(), names.clone()),
             delivered: Recent::new(DELIVERED_REMEMBERED),
             in_hand: Arc::default(),
+            breaker: Arc::new(Breaker::new(breaker_pushes)),
         };
         clarion_runtime::metrics::watch_queue(link.clone(), names.deliver_queue(platform));
         let spec = ConsumerSpec {

@@ -232,9 +232,15 @@ async fn sends_and_keeps_everyone(cluster: &Cluster, devices: &[Device], suspect
 }
 
 #[actix_web::test]
-async fn a_provider_calling_every_device_gone_deletes_no_registration() {
-    let cluster = Cluster::start(options(&[], &[], &[])).await;
-    let all = alternating_devices(100, &["t"]);
+async fn a_provider_calling_every_device_gone_deletes_no_registration_and_is_stopped_early() {
+    const BREAKER: u64 = 20;
+    let cluster = Cluster::start(options(
+        &[],
+        &["--batch-size=10"],
+        &[&format!("--dispatch-breaker-pushes={BREAKER}")],
+    ))
+    .await;
+    let all = alternating_devices(400, &["t"]);
     seed_devices(&cluster.sql().await, &all).await.unwrap();
     // APNs answers 410 Unregistered, in Apple's own words, to every push.
     cluster.mocks().state(Platform::Ios).faults.set(FaultConfig {
@@ -242,8 +248,30 @@ async fn a_provider_calling_every_device_gone_deletes_no_registration() {
         ..FaultConfig::default()
     });
     let status = sends_and_keeps_everyone(&cluster, &all, json!(["ios/production"])).await;
-    assert_eq!(status["delivery"]["ios"]["unregistered"], 50);
-    assert_eq!(status["delivery"]["android"]["sent"], 50);
+    let ios = &status["delivery"]["ios"];
+    let gone = ios["unregistered"].as_u64().unwrap_or(0);
+    let held_back = ios["held_back"].as_u64().unwrap_or(0);
+    assert_eq!(gone + held_back, 200, "{status}");
+    // The breaker judges after its first 20; batches already in flight
+    // then (4 workers of 10) still go out.
+    let pushed = cluster
+        .mocks()
+        .state(Platform::Ios)
+        .accounting
+        .stats()
+        .by_status
+        .get(&410)
+        .copied();
+    assert_eq!(pushed, Some(gone));
+    assert!(
+        (BREAKER..=BREAKER + 60).contains(&gone),
+        "the rest was held back: {gone} pushed"
+    );
+    assert_eq!(
+        status["delivery"]["android"]["sent"], 200,
+        "the other segment is untouched"
+    );
+    assert_eq!(status["delivery"]["android"]["held_back"], 0);
     cluster.stop().await;
 }
 

@@ -133,6 +133,10 @@ pub struct DeliveryCounts {
     /// Not sent because the notification was cancelled.
     #[serde(default)]
     pub cancelled: u32,
+    /// Not sent because the dispatcher's breaker held the segment back
+    /// (its first pushes were all answered gone, invalid or misconfigured).
+    #[serde(default)]
+    pub held_back: u32,
 }
 
 impl DeliveryCounts {
@@ -146,6 +150,7 @@ impl DeliveryCounts {
             self.expired,
             self.dry_run,
             self.cancelled,
+            self.held_back,
         ]
         .iter()
         .map(|n| u64::from(*n))

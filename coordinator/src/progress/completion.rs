@@ -34,11 +34,14 @@ pub struct Valve {
 impl Valve {
     /// Whether the segment's answers point at Clarion's configuration
     /// rather than at its devices.
+    /// A segment a dispatcher's breaker held back is suspect whatever its
+    /// shares (only its first pushes were made, all of them bad).
     pub fn trips(&self, counts: &SegmentCounts) -> bool {
         let attempted = counts.attempted as f64;
-        counts.attempted > 0
-            && (counts.gone as f64 > self.gone * attempted
-                || counts.invalid as f64 > self.invalid * attempted)
+        counts.held_back > 0
+            || (counts.attempted > 0
+                && (counts.gone as f64 > self.gone * attempted
+                    || counts.invalid as f64 > self.invalid * attempted))
     }
 }
 
@@ -161,6 +164,7 @@ mod tests {
             attempted,
             gone,
             invalid,
+            held_back: 0,
         }
     }
 
@@ -178,5 +182,10 @@ mod tests {
             !valve.trips(&counts(0, 0, 0)),
             "nothing attempted, nothing to judge"
         );
+        let held = SegmentCounts {
+            held_back: 800,
+            ..counts(200, 200, 0)
+        };
+        assert!(valve.trips(&held), "held back by a breaker: suspect");
     }
 }

@@ -24,8 +24,8 @@ pub async fn count_batch(tx: &Transaction<'_>, report: &DeliveryReport) -> Resul
         .execute(
             "INSERT INTO delivery_batches (notification_id, job_index, seq, platform, sent, failed, invalid,
                                            unregistered, expired, dry_run, cancelled, first_accept_at, last_accept_at,
-                                           segment)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT DO NOTHING",
+                                           segment, held_back)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT DO NOTHING",
             &[
                 &id,
                 &(report.batch_id.job_index as i32),
@@ -41,6 +41,7 @@ pub async fn count_batch(tx: &Transaction<'_>, report: &DeliveryReport) -> Resul
                 &report.first_accept_at,
                 &report.last_accept_at,
                 &segment(report.platform, report.environment),
+                &n(c.held_back),
             ],
         )
         .await?;
@@ -55,6 +56,7 @@ pub async fn count_batch(tx: &Transaction<'_>, report: &DeliveryReport) -> Resul
                 SET sent_{p} = sent_{p} + $2, failed_{p} = failed_{p} + $3, invalid_{p} = invalid_{p} + $4,
                     unregistered_{p} = unregistered_{p} + $5, expired_{p} = expired_{p} + $6,
                     dry_run_{p} = dry_run_{p} + $7, cancelled_{p} = cancelled_{p} + $8,
+                    held_back_{p} = held_back_{p} + $9,
                     batches_reported = batches_reported + 1, updated_at = now()
               WHERE id = $1"
         ),
@@ -67,6 +69,7 @@ pub async fn count_batch(tx: &Transaction<'_>, report: &DeliveryReport) -> Resul
             &w(c.expired),
             &w(c.dry_run),
             &w(c.cancelled),
+            &w(c.held_back),
         ],
     )
     .await?;
@@ -136,6 +139,8 @@ pub struct SegmentCounts {
     pub attempted: u64,
     pub gone: u64,
     pub invalid: u64,
+    /// Pushes a dispatcher's breaker held back.
+    pub held_back: u64,
 }
 
 /// The notification's pushes per segment (from its batch reports).
@@ -143,7 +148,7 @@ pub async fn segment_counts(tx: &Transaction<'_>, id: Uuid) -> Result<Vec<Segmen
     let rows = tx
         .query(
             "SELECT segment, sum(sent + failed + invalid + unregistered)::bigint, sum(unregistered)::bigint,
-                    sum(invalid)::bigint
+                    sum(invalid)::bigint, sum(held_back)::bigint
                FROM delivery_batches WHERE notification_id = $1 GROUP BY segment ORDER BY segment",
             &[&id],
         )
@@ -156,6 +161,7 @@ pub async fn segment_counts(tx: &Transaction<'_>, id: Uuid) -> Result<Vec<Segmen
             attempted: count(row, 1),
             gone: count(row, 2),
             invalid: count(row, 3),
+            held_back: count(row, 4),
         })
         .collect())
 }

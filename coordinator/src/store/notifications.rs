@@ -97,13 +97,17 @@ pub struct PlatformDelivery {
     pub dry_run: u64,
     /// Not sent: cancelled.
     pub cancelled: u64,
+    /// Not sent: the dispatcher's breaker held the segment back (its first
+    /// pushes were all answered gone, invalid or misconfigured).
+    pub held_back: u64,
 }
 
 const COLUMNS: &str = "id, payload, status, api_key_id, trace_id, jobs_planned, jobs_done, jobs_failed,
                        audience_ios, audience_android, batches_expected, batches_reported,
                        sent_ios, failed_ios, invalid_ios, unregistered_ios, expired_ios, dry_run_ios, cancelled_ios,
                        sent_android, failed_android, invalid_android, unregistered_android, expired_android,
-                       dry_run_android, cancelled_android, registrations_deleted, invalid_decision,
+                       dry_run_android, cancelled_android, held_back_ios, held_back_android,
+                       registrations_deleted, invalid_decision,
                        t50_ms, t90_ms, t99_ms, created_at, updated_at, completed_at, cancelled_at,
                        failure_reason, cleanups_parked, suspect_segments";
 
@@ -284,6 +288,7 @@ fn platform_delivery(row: &Row, platform: &str) -> PlatformDelivery {
         expired: count("expired"),
         dry_run: count("dry_run"),
         cancelled: count("cancelled"),
+        held_back: count("held_back"),
     }
 }
 

@@ -24,8 +24,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clarion_proto::codec::decode;
+use clarion_proto::platform::segment;
 use clarion_proto::{
-    BatchId, CleanupReason, DeliveryReport, Platform, TokenBatch, TokenCleanup, WireVersion,
+    BatchId, CleanupReason, DeliveryCounts, DeliveryReport, Platform, TokenBatch, TokenCleanup, WireVersion,
 };
 use clarion_runtime::amqp::consumer::{DeliveryHandler, ack, dead_letter, requeue};
 use clarion_runtime::amqp::message::trace_parent;
@@ -39,6 +40,7 @@ use tracing::{Instrument, debug, error, info, warn};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::apns::errors::NOT_APNS;
+use crate::breaker::Breaker;
 use crate::channel::PushChannel;
 use crate::delivery::{BatchOutcome, Deliverer};
 use crate::fcm::errors::NOT_FCM;
@@ -69,6 +71,8 @@ pub struct TokenBatchHandler<C: PushChannel> {
     /// Batches some worker of this process is delivering now (at most
     /// workers × prefetch).
     pub in_hand: Arc<Mutex<HashSet<BatchId>>>,
+    /// Stops a segment whose first pushes all went wrong.
+    pub breaker: Arc<Breaker>,
 }
 
 impl<C: PushChannel> Clone for TokenBatchHandler<C> {
@@ -79,6 +83,7 @@ impl<C: PushChannel> Clone for TokenBatchHandler<C> {
             publisher: self.publisher.clone(),
             delivered: self.delivered.clone(),
             in_hand: self.in_hand.clone(),
+            breaker: self.breaker.clone(),
         }
     }
 }
@@ -131,20 +136,41 @@ impl<C: PushChannel> DeliveryHandler for TokenBatchHandler<C> {
             let _ = span.set_parent(trace_parent(&delivery.properties));
             let started = std::time::Instant::now();
             let batch = Arc::new(batch);
-            let deliverer = worker.deliverer.clone();
-            let delivering = batch.clone();
-            let outcome = match worker
-                .runtime
-                .spawn(async move { deliverer.deliver(&delivering).await }.instrument(span.clone()))
-                .await
-            {
-                Ok(outcome) => outcome,
-                Err(err) => {
-                    warn!(batch = %batch.batch_id, error = %err, "delivery task failed");
-                    count_batch(batch.platform, "requeued");
-                    return requeue(&delivery).await;
+            let notification = batch.batch_id.notification_id;
+            let segment = segment(batch.platform, batch.environment);
+            let outcome = if worker.breaker.is_open(notification, segment) {
+                held_back(&batch)
+            } else {
+                let deliverer = worker.deliverer.clone();
+                let delivering = batch.clone();
+                match worker
+                    .runtime
+                    .spawn(async move { deliverer.deliver(&delivering).await }.instrument(span.clone()))
+                    .await
+                {
+                    Ok(outcome) => outcome,
+                    Err(err) => {
+                        warn!(batch = %batch.batch_id, error = %err, "delivery task failed");
+                        count_batch(batch.platform, "requeued");
+                        return requeue(&delivery).await;
+                    }
                 }
             };
+            let failures = outcome.failures.iter().map(|(reason, count)| (*reason, *count));
+            if worker
+                .breaker
+                .observe(notification, segment, &outcome.counts, failures)
+            {
+                metrics::counter!("clarion_dispatcher_breaker_opened_total", "platform" => batch.platform.as_str())
+                    .increment(1);
+                error!(
+                    notification.id = %notification,
+                    segment,
+                    "ALERT: every one of this segment's first pushes was answered gone, invalid or as if \
+                     misconfigured; holding back the rest of the segment (check the endpoint, key, bundle id, \
+                     Firebase project and APNs environment)"
+                );
+            }
             let elapsed = started.elapsed();
             span.in_scope(|| observe(&batch, &outcome, elapsed));
             // Built inside the batch's span: the reports carry its context.
@@ -169,6 +195,17 @@ impl<C: PushChannel> DeliveryHandler for TokenBatchHandler<C> {
                 }
             }
         })
+    }
+}
+
+/// A batch the breaker holds back: every token counted, none pushed.
+fn held_back(batch: &TokenBatch) -> BatchOutcome {
+    BatchOutcome {
+        counts: DeliveryCounts {
+            held_back: batch.tokens.len() as u32,
+            ..DeliveryCounts::default()
+        },
+        ..BatchOutcome::default()
     }
 }
 
@@ -314,6 +351,7 @@ fn observe(batch: &TokenBatch, outcome: &BatchOutcome, elapsed: std::time::Durat
         ("expired", counts.expired),
         ("dry_run", counts.dry_run),
         ("cancelled", counts.cancelled),
+        ("held_back", counts.held_back),
     ];
     for (result, count) in results {
         if count > 0 {
