@@ -9,6 +9,10 @@ ALTER TABLE pending_invalid_tokens RENAME TO held_tokens;
 ALTER TABLE held_tokens
     ADD COLUMN reason  text NOT NULL DEFAULT 'invalid' CHECK (reason IN ('invalid', 'unregistered')),
     ADD COLUMN segment text NOT NULL DEFAULT '';
+-- Coordinators of the previous version still read and write the old name
+-- during a rolling upgrade: a simple view is updatable, so their INSERTs
+-- and DELETEs keep working. Drop it in a later release.
+CREATE VIEW pending_invalid_tokens AS SELECT notification_id, token FROM held_tokens;
 
 -- Segments whose tokens were kept because too many were refused.
 ALTER TABLE notifications ADD COLUMN suspect_segments text[] NOT NULL DEFAULT '{}';

@@ -182,6 +182,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         topic_counter,
         relay: relay.clone(),
         tokens_per_job: settings.tokens_per_job,
+        valve: settings.valve(),
         publisher,
         names: names.clone(),
         max_topics_per_device: settings.max_topics_per_device,

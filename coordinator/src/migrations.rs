@@ -28,14 +28,29 @@ pub enum MigrationError {
     Apply(#[from] refinery::Error),
 }
 
+/// Longest wait to open the migration connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest a migration waits for a table lock.
+const TABLE_LOCK_PATIENCE: Duration = Duration::from_secs(15);
+
 /// Applies every pending migration; returns the names of those applied.
 pub async fn run(database_url: &str) -> Result<Vec<String>, MigrationError> {
-    let (mut client, connection) = tokio_postgres::connect(database_url, NoTls)
-        .await
-        .map_err(MigrationError::Connect)?;
+    let mut config: tokio_postgres::Config = database_url.parse().map_err(MigrationError::Connect)?;
+    config.connect_timeout(CONNECT_TIMEOUT);
+    let (mut client, connection) = config.connect(NoTls).await.map_err(MigrationError::Connect)?;
     let driver = tokio::spawn(connection);
     client
         .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_KEY])
+        .await
+        .map_err(MigrationError::Lock)?;
+    // A schema change waiting for a table lock blocks every later query on
+    // that table: give up (and fail the start, to be retried) rather than
+    // stall the running service behind a long transaction.
+    client
+        .batch_execute(&format!(
+            "SET lock_timeout = '{}s'",
+            TABLE_LOCK_PATIENCE.as_secs()
+        ))
         .await
         .map_err(MigrationError::Lock)?;
     let report = embedded::migrations::runner().run_async(&mut client).await;

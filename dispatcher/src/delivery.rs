@@ -202,6 +202,11 @@ impl<C: PushChannel> Deliverer<C> {
             if let Some(rate) = &self.rate {
                 rate.until_ready().await;
             }
+            // The waits above can be long (a quota pause): a cancel read
+            // meanwhile must stop this push too.
+            if self.cancellations.is_cancelled(id) {
+                return (Fate::Cancelled, retries);
+            }
             let attempted = self.channel.send(token, prepared).await;
             match attempted {
                 Attempt::Retry { reason, .. } | Attempt::Reauthenticate(reason) => self.health.failed(reason),

@@ -62,25 +62,18 @@ pub struct HarvestContext {
 /// Nothing is harvested before the control log is read (a notification
 /// cancelled while this process was down is known first); a cancelled
 /// notification stops the harvest: the totals then cover the batches
-/// published before the cancellation arrived. A `redelivered` job skips the
-/// batches the [`ledger`](crate::ledger) says an earlier attempt had
-/// published; the totals count them all the same.
-pub async fn harvest(
-    job: &ShardJob,
-    ctx: &HarvestContext,
-    redelivered: bool,
-) -> Result<BatchTotals, HarvestError> {
+/// published before the cancellation arrived. The batches the
+/// [`ledger`](crate::ledger) says an earlier attempt had published (a
+/// redelivery, or the same job published twice) are skipped; the totals
+/// count them all the same.
+pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals, HarvestError> {
     let mut published = BatchTotals::default();
     ctx.cancellations.up_to_date().await;
     let cancelled = || ctx.cancellations.is_cancelled(job.notification_id);
     if cancelled() {
         return Ok(published);
     }
-    let already = if redelivered {
-        ledger::published(&ctx.pool, job.notification_id, job.job_index).await?
-    } else {
-        HashMap::new()
-    };
+    let already = ledger::published(&ctx.pool, job.notification_id, job.job_index).await?;
     let ledger = Ledger::open(ctx.pool.clone(), job.notification_id, job.job_index);
     let mut skipped = 0u32;
     let conn = ctx.pool.get().await.map_err(DbError::from)?;

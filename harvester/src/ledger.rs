@@ -1,10 +1,12 @@
 //! The published-batch ledger: which of a job's token batches the broker has
-//! confirmed, so a job redelivered after a crash publishes only what the
-//! first attempt had not.
+//! confirmed, so a job harvested again — redelivered after a crash, or
+//! published twice by the coordinator's relay — publishes only what the
+//! earlier attempt had not.
 //!
 //! Each confirmed batch is written as `(notification, job, seq, digest)` to
-//! `published_batches`, where the digest is a hash of the batch's tokens. A
-//! redelivered job re-cuts the same stream and skips a batch only when both
+//! `published_batches`, where the digest is a hash of the batch's tokens.
+//! Every job reads its ledger first (one indexed query), re-cuts the same
+//! stream and skips a batch only when both
 //! its seq and its digest match a recorded one: if registrations changed in
 //! between, the batches shift and are published again (a few duplicates,
 //! never a device missed).
@@ -26,7 +28,6 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::warn;
 use uuid::Uuid;
-use xxhash_rust::xxh3::Xxh3;
 
 /// Confirmed batches waiting for the writer: a few inserts' worth; when the
 /// database lags this far behind, the harvest waits for it.
@@ -41,14 +42,9 @@ pub struct Entry {
 
 impl Entry {
     pub fn of(batch: &TokenBatch) -> Self {
-        let mut hasher = Xxh3::new();
-        for token in &batch.tokens {
-            hasher.update(token.as_bytes());
-            hasher.update(b"\n");
-        }
         Self {
             seq: batch.batch_id.seq,
-            digest: hasher.digest() as i64,
+            digest: batch.tokens_digest() as i64,
         }
     }
 }

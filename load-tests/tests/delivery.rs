@@ -471,9 +471,9 @@ async fn a_dispatcher_killed_mid_batch_loses_nothing_and_resends_only_its_batch(
     seed_devices(&cluster.sql().await, &all).await.unwrap();
     let apns = &cluster.mocks().state(Platform::Ios);
     apns.faults.set(FaultConfig {
-        // Slow enough (a batch takes 1.5 s) that the kill lands mid-batch even
-        // when a busy machine starves this test for a while.
-        latency_ms: 30.0,
+        // Slow enough (a batch takes 5 s) that the kill lands mid-batch even
+        // when a busy machine starves this test for seconds.
+        latency_ms: 100.0,
         ..FaultConfig::default()
     });
 

@@ -127,6 +127,43 @@ async fn a_send_while_the_broker_is_down_is_committed_at_once_and_published_when
     coordinator.stop().await;
 }
 
+#[actix_web::test]
+async fn a_cancel_while_the_broker_is_down_drops_the_waiting_jobs_and_settles_the_notification() {
+    let db = TestDatabase::create().await;
+    let namespace = TestNamespace::new();
+    let http = Client::new();
+    let cut_off = start_coordinator(&db, UNREACHABLE_BROKER, &namespace.settings.namespace).await;
+    let (status, answer) = post(&http, &cut_off, &json!({"topics": ["t"], "body": "retracted"})).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+    let id = answer["id"].as_str().expect("an id").to_owned();
+    let base = format!("http://{}", cut_off.addr());
+    let cancel = http
+        .post(format!("{base}/api/v1/notifications/{id}/cancel"))
+        .bearer_auth(DESK_KEY)
+        .send()
+        .await
+        .unwrap();
+    // No broker to log the cancellation for the workers: not a 200.
+    assert_eq!(cancel.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(outbox(&db).await, (0, 0), "the waiting jobs are dropped");
+    let status: Value = http
+        .get(format!("{base}/api/v1/notifications/{id}"))
+        .bearer_auth(DESK_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["status"], "cancelled", "{status}");
+    assert!(
+        !status["completed_at"].is_null(),
+        "settled, nothing outstanding: {status}"
+    );
+    assert_eq!(status["jobs"]["planned"], 0, "{status}");
+    cut_off.stop().await;
+}
+
 fn without_workers() -> ClusterOptions {
     ClusterOptions {
         harvesters: 0,

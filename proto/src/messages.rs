@@ -96,6 +96,21 @@ pub struct TokenBatch {
     pub tokens: Vec<String>,
 }
 
+impl TokenBatch {
+    /// A hash of the batch's tokens, in order: two batches with the same id
+    /// hold the same devices only when their digests match too (a job
+    /// re-cut after registrations changed yields shifted batches under the
+    /// same ids).
+    pub fn tokens_digest(&self) -> u64 {
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        for token in &self.tokens {
+            hasher.update(token.as_bytes());
+            hasher.update(b"\n");
+        }
+        hasher.digest()
+    }
+}
+
 /// Harvester → coordinator: what one shard job produced.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobReport {

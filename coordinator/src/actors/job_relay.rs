@@ -3,10 +3,11 @@
 //!
 //! A round claims the oldest waiting jobs (row-locked with `SKIP LOCKED`, so
 //! the relays of several coordinator replicas share the work and never
-//! publish the same job at once), publishes them notification by
-//! notification, and marks each notification's jobs published once all of
-//! them are confirmed — in the claiming transaction, which commits whatever
-//! was confirmed even when a later publish fails. Rounds run when a send
+//! publish the same job at once), publishes the first notification's among
+//! them and marks them published once all are confirmed, in the claiming
+//! transaction — one notification per transaction, so no transaction lasts
+//! longer than one notification's publish deadline; the other claimed rows
+//! are released by the commit and claimed again next. Rounds run when a send
 //! commits a plan (a nudge) and every [`TICK`], so jobs left by a broker
 //! outage or a coordinator crash are published as soon as the broker is
 //! back. At-least-once: a crash between a confirm and the commit publishes
@@ -39,8 +40,8 @@ use crate::store::outbox::{self, WaitingJob};
 /// broker is back.
 const TICK: Duration = Duration::from_secs(1);
 /// Jobs claimed per transaction: a 10M send plans ~1,000 jobs, so a few
-/// rounds publish the largest plan; small enough that one transaction's
-/// locks and payloads stay small.
+/// transactions publish the largest plan; small enough that one
+/// transaction's locks and payloads stay small.
 const CLAIM_LIMIT: i64 = 256;
 /// Attempts to get a notification's jobs confirmed within one round.
 const PUBLISH_ATTEMPTS: u32 = 3;
@@ -87,6 +88,9 @@ pub struct JobRelay {
     relaying: bool,
     /// Nudged while a round ran: run another one right after it.
     nudged: bool,
+    /// Asked to stop while a round ran: stop when it ends (its confirmed
+    /// jobs are marked published first).
+    stopping: bool,
 }
 
 impl JobRelay {
@@ -98,6 +102,7 @@ impl JobRelay {
             names,
             relaying: false,
             nudged: false,
+            stopping: false,
         }
     }
 
@@ -105,6 +110,9 @@ impl JobRelay {
     /// the broker is out of reach: a relay that cannot publish claims
     /// nothing, so it never holds jobs another replica could publish.
     fn relay(&mut self, ctx: &mut Context<Self>) {
+        if self.stopping {
+            return;
+        }
         if self.relaying {
             self.nudged = true;
             return;
@@ -121,7 +129,9 @@ impl JobRelay {
         };
         ctx.spawn(round.run_until_empty().into_actor(self).map(|_, relay, ctx| {
             relay.relaying = false;
-            if relay.nudged {
+            if relay.stopping {
+                ctx.stop();
+            } else if relay.nudged {
                 relay.relay(ctx);
             }
         }));
@@ -142,7 +152,13 @@ impl Handler<Stop> for JobRelay {
     type Result = ();
 
     fn handle(&mut self, _msg: Stop, ctx: &mut Self::Context) {
-        ctx.stop();
+        // Stopping the context would drop the round in flight, rolling back
+        // marks of jobs the broker already confirmed.
+        if self.relaying {
+            self.stopping = true;
+        } else {
+            ctx.stop();
+        }
     }
 }
 
@@ -182,8 +198,8 @@ impl Round {
         }
     }
 
-    /// Publishes up to [`CLAIM_LIMIT`] waiting jobs; returns how many were
-    /// claimed (0: nothing waits).
+    /// Publishes the waiting jobs of the oldest notification (up to
+    /// [`CLAIM_LIMIT`]); returns how many (0: nothing waits).
     async fn claim_and_publish(&self) -> Result<usize, RelayError> {
         let mut conn = self.pool.get().await.map_err(DbError::from)?;
         let tx = conn.transaction().await?;
@@ -191,25 +207,17 @@ impl Round {
         if jobs.is_empty() {
             return Ok(0);
         }
-        metrics::gauge!("clarion_coordinator_relay_jobs_awaiting_confirm").set(jobs.len() as f64);
-        let mut confirmed = 0;
-        let mut failure = None;
-        for notification_jobs in jobs.chunk_by(|a, b| a.notification_id == b.notification_id) {
-            match self.publish(notification_jobs).await {
-                Ok(()) => confirmed += notification_jobs.len(),
-                Err(err) => {
-                    failure = Some(err);
-                    break;
-                }
-            }
-        }
-        outbox::mark_published(&tx, &jobs[..confirmed]).await?;
+        // One notification per transaction (see the module docs).
+        let first = jobs
+            .chunk_by(|a, b| a.notification_id == b.notification_id)
+            .next()
+            .unwrap_or(&[]);
+        metrics::gauge!("clarion_coordinator_relay_jobs_awaiting_confirm").set(first.len() as f64);
+        self.publish(first).await?;
+        outbox::mark_published(&tx, first).await?;
         tx.commit().await?;
-        metrics::counter!("clarion_coordinator_jobs_published_total").increment(confirmed as u64);
-        match failure {
-            Some(err) => Err(err),
-            None => Ok(jobs.len()),
-        }
+        metrics::counter!("clarion_coordinator_jobs_published_total").increment(first.len() as u64);
+        Ok(first.len())
     }
 
     /// Publishes one notification's claimed jobs, in a span of its trace.

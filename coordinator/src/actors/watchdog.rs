@@ -3,9 +3,9 @@
 //!
 //! Progress is any counted job or delivery report (each moves the row's
 //! `updated_at`). A notification in flight with none for
-//! `CLARION_STALL_SECS` is marked `failed` with a reason that says what is
-//! unaccounted for (jobs never published or never reported, batches never
-//! reported), logged as an error and counted in
+//! `CLARION_STALL_SECS`, and no job still waiting in the outbox (those go
+//! out when RabbitMQ is back), is marked `failed` with a reason that says
+//! what is unaccounted for (jobs and batches never reported), logged as an error and counted in
 //! `clarion_coordinator_notifications_stalled_total`. Reports that arrive
 //! later are still counted; the status stays `failed`. Several coordinator
 //! replicas may run it: the one `UPDATE` decides, so each notification is

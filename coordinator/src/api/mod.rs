@@ -21,6 +21,7 @@ use clarion_runtime::health;
 use crate::actors::job_relay::JobRelay;
 use crate::actors::topic_counter::TopicCounter;
 use crate::error::ApiError;
+use crate::progress::completion::Valve;
 
 /// Largest JSON body the API takes. A registration of 100 topics of 128
 /// bytes, or a notification at the providers' 4 KB payload limit with 20
@@ -34,6 +35,8 @@ pub struct AppState {
     pub relay: Addr<JobRelay>,
     /// Tokens a shard job should cover (`CLARION_TOKENS_PER_JOB`).
     pub tokens_per_job: u64,
+    /// The safety valve's thresholds (completing a cancelled notification).
+    pub valve: Valve,
     /// For control messages (cancellations).
     pub publisher: Publisher,
     pub names: Names,

@@ -17,6 +17,8 @@ use uuid::Uuid;
 use super::AppState;
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
+use crate::progress::completion::announce;
+use crate::progress::settle_cancelled;
 use crate::progress::timings::{Timings, reachable, timings};
 use crate::sending::{Accepted, Sending, accept};
 use crate::store::notifications::{self as store, Cancel, PlatformDelivery, StoredNotification};
@@ -410,6 +412,9 @@ pub async fn cancel_notification(
             )));
         }
         Cancel::Cancelled => {}
+    }
+    if let Some(completion) = settle_cancelled(&state.pool, id, state.valve).await? {
+        announce(id, &completion, state.valve);
     }
     // The 200 waits for the broker's confirm that the cancellation is in the
     // control log, which every harvester and dispatcher reads before it

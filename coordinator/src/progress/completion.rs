@@ -59,6 +59,12 @@ pub struct Completion {
     pub timings: Timings,
 }
 
+/// Completes a cancelled notification whose every job was dropped before
+/// it was published: nothing was harvested, nothing is held.
+pub async fn complete_unpublished(tx: &Transaction<'_>, id: Uuid) -> Result<(), StoreError> {
+    mark_complete(tx, id, &[], [None; 3]).await
+}
+
 /// Completes the notification if every job and every batch is accounted for
 /// and it is not complete yet (inside the caller's transaction).
 pub async fn complete_if_finished(

@@ -11,11 +11,12 @@ use clarion_proto::platform::segment;
 use clarion_proto::{CleanupReason, DeliveryReport, JobReport, TokenCleanup};
 use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
+use uuid::Uuid;
 
 use crate::store::delivery::{count_batch, delete_registrations, hold_tokens, lock};
-use crate::store::notifications::count_job;
+use crate::store::notifications::{count_job, drop_waiting_jobs};
 use crate::store::{Counted, StoreError};
-use completion::{Completion, Valve, complete_if_finished};
+use completion::{Completion, Valve, complete_if_finished, complete_unpublished};
 
 /// What recording a report did.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,4 +97,29 @@ pub async fn record_cleanup(pool: &PgPool, cleanup: &TokenCleanup) -> Result<Cle
     };
     tx.commit().await?;
     Ok(cleaned)
+}
+
+/// After a cancel: drops the jobs still waiting in the outbox and completes
+/// the notification when nothing else is outstanding (every published job
+/// reported, every batch reported; or nothing published at all), so a
+/// cancelled notification is settled like any other.
+pub async fn settle_cancelled(
+    pool: &PgPool,
+    id: Uuid,
+    valve: Valve,
+) -> Result<Option<Completion>, StoreError> {
+    let mut conn = pool.get().await.map_err(DbError::from)?;
+    let tx = conn.transaction().await?;
+    if lock(&tx, id).await?.is_none() {
+        return Ok(None);
+    }
+    let expected = drop_waiting_jobs(&tx, id).await?;
+    let completion = if expected == 0 {
+        complete_unpublished(&tx, id).await?;
+        None
+    } else {
+        complete_if_finished(&tx, id, valve).await?
+    };
+    tx.commit().await?;
+    Ok(completion)
 }

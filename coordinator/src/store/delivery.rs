@@ -262,6 +262,9 @@ pub async fn mark_complete(
     Ok(())
 }
 
+/// Tokens deleted per statement.
+const DELETE_CHUNK: usize = 10_000;
+
 /// Deletes the registrations of `tokens` not renewed since `sent_at` and
 /// counts them on the notification; returns how many were deleted.
 pub async fn delete_registrations(
@@ -270,15 +273,20 @@ pub async fn delete_registrations(
     tokens: &[String],
     sent_at: DateTime<Utc>,
 ) -> Result<u64, StoreError> {
-    if tokens.is_empty() {
+    let mut deleted = 0;
+    // In chunks: a completion may delete a million held tokens, and one
+    // statement per chunk stays well inside the statement timeout.
+    for chunk in tokens.chunks(DELETE_CHUNK) {
+        deleted += tx
+            .execute(
+                "DELETE FROM registrations WHERE token = ANY($1) AND updated_at < $2",
+                &[&chunk, &sent_at],
+            )
+            .await?;
+    }
+    if deleted == 0 {
         return Ok(0);
     }
-    let deleted = tx
-        .execute(
-            "DELETE FROM registrations WHERE token = ANY($1) AND updated_at < $2",
-            &[&tokens, &sent_at],
-        )
-        .await?;
     tx.execute(
         "UPDATE notifications SET registrations_deleted = registrations_deleted + $2 WHERE id = $1",
         &[&id, &(deleted as i64)],

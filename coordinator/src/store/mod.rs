@@ -24,29 +24,32 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// Whether trying again may succeed: the database was out of reach, the
-    /// connection broke, or the transaction lost a race. Anything else (a
-    /// statement the data makes fail) fails the same way every time, so the
-    /// message carrying it is given up at once rather than retried.
+    /// Whether trying again may succeed. Only an error the message itself
+    /// causes fails the same way every time — a value PostgreSQL refuses
+    /// (class 22), a constraint it breaks (23), a statement it makes touch
+    /// one row twice (21), data that cannot be read back — and such a
+    /// message is given up at once. Everything else (the database out of
+    /// reach, a lost race, a timeout, and also a missing table or column
+    /// while replicas of two versions run) is retried: failing every
+    /// notification in flight for a passing cause would be worse.
     pub fn is_transient(&self) -> bool {
         let err = match self {
-            StoreError::Db(DbError::Pool(_)) => return true,
             StoreError::Db(DbError::Query(err)) => err,
-            _ => return false,
+            StoreError::Db(_) => return true,
+            StoreError::Corrupt(_) | StoreError::UnknownToken | StoreError::TooManyTopics { .. } => {
+                return false;
+            }
         };
-        if err.is_closed() {
-            return true;
-        }
         match err.code() {
-            // No SQL state: transient only when the connection's I/O failed
-            // (a value that cannot be encoded fails every time).
-            None => std::error::Error::source(err).is_some_and(|source| source.is::<std::io::Error>()),
-            // 08 connection exception, 40 transaction rollback (serialization
-            // failure, deadlock), 53 insufficient resources, 57 operator
-            // intervention (shutdown, statement timeout), 58 system error.
-            Some(code) => ["08", "40", "53", "57", "58"]
+            Some(code) => !["21", "22", "23"]
                 .iter()
                 .any(|class| code.code().starts_with(class)),
+            // No SQL state: the connection broke, or a value could not be
+            // encoded (which fails every time).
+            None => {
+                err.is_closed()
+                    || std::error::Error::source(err).is_some_and(|source| source.is::<std::io::Error>())
+            }
         }
     }
 }

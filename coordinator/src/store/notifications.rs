@@ -326,16 +326,28 @@ pub async fn cancel(pool: &PgPool, id: Uuid) -> Result<Cancel, StoreError> {
         Some(status) if status == "complete" => Cancel::AlreadyComplete,
         Some(_) => Cancel::Cancelled,
     };
-    if outcome == Cancel::Cancelled {
-        // Its jobs not published yet never will be (the relay skips
-        // cancelled notifications); drop them from the outbox.
-        conn.execute(
+    Ok(outcome)
+}
+
+/// Drops a cancelled notification's jobs still waiting in the outbox (the
+/// relay skips cancelled notifications, so they would never go out) and no
+/// longer expects them; returns how many jobs are still expected.
+pub async fn drop_waiting_jobs(tx: &Transaction<'_>, id: Uuid) -> Result<u32, StoreError> {
+    let dropped = tx
+        .execute(
             "DELETE FROM job_outbox WHERE notification_id = $1 AND published_at IS NULL",
             &[&id],
         )
         .await?;
-    }
-    Ok(outcome)
+    let row = tx
+        .query_one(
+            "UPDATE notifications SET jobs_planned = greatest(jobs_planned - $2, 0)
+              WHERE id = $1
+          RETURNING jobs_planned",
+            &[&id, &(dropped as i32)],
+        )
+        .await?;
+    Ok(row.get::<_, i32>(0).max(0) as u32)
 }
 
 /// Fails a notification still in flight, keeping the first reason given;
@@ -373,8 +385,9 @@ pub struct Stalled {
 }
 
 /// Fails every notification in flight whose last progress (a counted
-/// report, or its planning) is older than `stall`, with a reason that says
-/// what is unaccounted for.
+/// report, or its planning) is older than `stall` and none of whose jobs
+/// still waits in the outbox, with a reason that says what is unaccounted
+/// for.
 pub async fn fail_stalled(
     client: &impl GenericClient,
     stall: std::time::Duration,
@@ -385,13 +398,16 @@ pub async fn fail_stalled(
             "UPDATE notifications n
                 SET status = 'failed', updated_at = now(),
                     failure_reason = coalesce(n.failure_reason, format(
-                        'no progress for %s s: %s of %s shard jobs unreported (%s never published), %s of %s token batches unreported',
+                        'no progress for %s s: %s of %s shard jobs unreported, %s of %s token batches unreported',
                         round($1::float8)::bigint,
                         greatest(n.jobs_planned - n.jobs_done - n.jobs_failed, 0), n.jobs_planned,
-                        (SELECT count(*) FROM job_outbox o WHERE o.notification_id = n.id AND o.published_at IS NULL),
                         greatest(n.batches_expected - n.batches_reported, 0), n.batches_expected))
               WHERE n.status IN ('accepted', 'harvesting', 'dispatching')
                 AND n.updated_at < now() - make_interval(secs => $1::float8)
+                -- Jobs still waiting in the outbox (RabbitMQ out of reach) are
+                -- not a stall: they go out once the broker is back.
+                AND NOT EXISTS (SELECT 1 FROM job_outbox o
+                                 WHERE o.notification_id = n.id AND o.published_at IS NULL)
           RETURNING n.id, n.failure_reason",
             &[&seconds],
         )

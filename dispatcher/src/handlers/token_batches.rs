@@ -47,6 +47,11 @@ use crate::fcm::errors::NOT_FCM;
 
 /// Attempts to get a batch's report confirmed before giving the batch back.
 const PUBLISH_ATTEMPTS: u32 = 3;
+/// A batch as this process knows it: its id and the digest of its tokens
+/// (a job re-cut after registrations changed republishes shifted batches,
+/// other devices, under the same ids — those must be pushed).
+pub type BatchKey = (BatchId, u64);
+
 /// Batches remembered as delivered: far more than a process has in hand
 /// (workers × prefetch) or could get back after one broker restart.
 pub const DELIVERED_REMEMBERED: usize = 16_384;
@@ -67,10 +72,10 @@ pub struct TokenBatchHandler<C: PushChannel> {
     pub runtime: tokio::runtime::Handle,
     pub publisher: Publisher,
     /// Batches whose report this process published lately.
-    pub delivered: Recent<BatchId>,
+    pub delivered: Recent<BatchKey>,
     /// Batches some worker of this process is delivering now (at most
     /// workers × prefetch).
-    pub in_hand: Arc<Mutex<HashSet<BatchId>>>,
+    pub in_hand: Arc<Mutex<HashSet<BatchKey>>>,
     /// Stops a segment whose first pushes all went wrong.
     pub breaker: Arc<Breaker>,
 }
@@ -103,7 +108,8 @@ impl<C: PushChannel> DeliveryHandler for TokenBatchHandler<C> {
                 }
                 Err(err) => return dead_letter(&delivery, &err.to_string()).await,
             };
-            let _in_hand = match worker.take_in_hand(batch.batch_id).await {
+            let key = (batch.batch_id, batch.tokens_digest());
+            let _in_hand = match worker.take_in_hand(key).await {
                 InHand::Taken(guard) => guard,
                 InHand::Delivered => {
                     debug!(batch = %batch.batch_id, "batch already delivered and reported; acked again without a push");
@@ -178,7 +184,7 @@ impl<C: PushChannel> DeliveryHandler for TokenBatchHandler<C> {
             match messages {
                 Ok(messages) => match worker.publish_report(&messages).instrument(span).await {
                     Ok(()) => {
-                        worker.delivered.insert(batch.batch_id);
+                        worker.delivered.insert(key);
                         count_batch(batch.platform, "delivered");
                         ack(&delivery).await;
                     }
@@ -225,8 +231,8 @@ enum InHand {
 }
 
 struct InHandGuard {
-    in_hand: Arc<Mutex<HashSet<BatchId>>>,
-    id: BatchId,
+    in_hand: Arc<Mutex<HashSet<BatchKey>>>,
+    id: BatchKey,
 }
 
 impl Drop for InHandGuard {
@@ -242,7 +248,7 @@ impl<C: PushChannel> TokenBatchHandler<C> {
     /// Takes batch `id` in hand, unless this process delivered it already;
     /// a copy of a batch another worker has (a redelivery after the broker
     /// restarted) waits for that worker first.
-    async fn take_in_hand(&self, id: BatchId) -> InHand {
+    async fn take_in_hand(&self, id: BatchKey) -> InHand {
         let deadline = tokio::time::Instant::now() + REPORT_PATIENCE;
         loop {
             if self.delivered.contains(&id) {

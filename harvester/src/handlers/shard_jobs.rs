@@ -64,8 +64,7 @@ impl DeliveryHandler for ShardJobHandler {
             );
             let _ = span.set_parent(trace_parent(&delivery.properties));
             let started = Instant::now();
-            let redelivered = delivery.redelivered || attempt > 1;
-            match worker.run(&job, redelivered).instrument(span.clone()).await {
+            match worker.run(&job).instrument(span.clone()).await {
                 Ok(report) => {
                     if let JobOutcome::Harvested {
                         ios,
@@ -128,8 +127,8 @@ impl DeliveryHandler for ShardJobHandler {
 impl ShardJobHandler {
     /// Harvests the job and reports it; the report is confirmed before this
     /// returns, so the job may be acked.
-    async fn run(&self, job: &ShardJob, redelivered: bool) -> Result<JobReport, HarvestError> {
-        let totals = harvest(job, &self.context, redelivered).await?;
+    async fn run(&self, job: &ShardJob) -> Result<JobReport, HarvestError> {
+        let totals = harvest(job, &self.context).await?;
         let report = JobReport {
             v: WireVersion::CURRENT,
             notification_id: job.notification_id,

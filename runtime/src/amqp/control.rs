@@ -72,7 +72,7 @@ impl Cancellations {
         let _ = watching.wait_for(|current| *current).await;
     }
 
-    /// Whether the whole log has been read (for readiness and tests).
+    /// Whether the whole log has been read (for logs and tests).
     pub fn is_up_to_date(&self) -> bool {
         *self.up_to_date.borrow()
     }
@@ -92,8 +92,12 @@ pub fn subscribe(
     tokio::spawn(async move {
         let publisher = Publisher::new(link.clone(), names.clone());
         loop {
+            let read = listen(&link, &names, &publisher, &cancellations).await;
+            // Whatever ended the reading, new cancellations may be missed
+            // from now on: nothing more is harvested or pushed until the
+            // log is read again.
             cancellations.set_up_to_date(false);
-            if let Err(err) = listen(&link, &names, &publisher, &cancellations).await {
+            if let Err(err) = read {
                 warn!(error = %err, "control log unreadable; harvest and delivery wait until it is read again");
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -117,6 +121,18 @@ async fn listen(
 ) -> Result<(), ListenError> {
     let connection = link.connection().await;
     let channel = connection.create_channel().await?;
+    let read = read_log(&channel, names, publisher, cancellations).await;
+    // Its consumer reads from the log's start: never leave one behind.
+    let _ = channel.close(200, "control log reader done".into()).await;
+    read
+}
+
+async fn read_log(
+    channel: &lapin::Channel,
+    names: &Names,
+    publisher: &Publisher,
+    cancellations: &Cancellations,
+) -> Result<(), ListenError> {
     channel
         .basic_qos(LOG_PREFETCH, BasicQosOptions::default())
         .await?;
