@@ -121,7 +121,9 @@ pub struct DeliverySettings {
     )]
     pub threads: u16,
 
-    /// Attempts per push before it counts as failed (429, 5xx, connection errors).
+    /// Attempts per push before it may count as failed (429, 5xx,
+    /// connection errors): a push keeps being retried until it has had
+    /// this many attempts and its retry window is over.
     #[arg(
         long = "dispatch-max-attempts",
         env = "CLARION_DISPATCH_MAX_ATTEMPTS",
@@ -129,6 +131,18 @@ pub struct DeliverySettings {
         value_parser = clap::value_parser!(u32).range(1..=50)
     )]
     pub max_attempts: u32,
+
+    /// Seconds a push answered 429 / 5xx / with a connection error keeps
+    /// being retried (with backoff) after its first attempt, however many
+    /// attempts that takes: a provider outage of a few seconds must not
+    /// lose devices. 0 = only the attempts count.
+    #[arg(
+        long = "dispatch-retry-window-secs",
+        env = "CLARION_DISPATCH_RETRY_WINDOW_SECS",
+        default_value_t = 120,
+        value_parser = clap::value_parser!(u64).range(0..=3600)
+    )]
+    pub retry_window_secs: u64,
 
     /// First retry delay in milliseconds; doubled per attempt, with jitter.
     #[arg(
@@ -239,6 +253,10 @@ impl DeliverySettings {
 
     pub fn retry_max(&self) -> Duration {
         Duration::from_millis(self.retry_max_ms.max(self.retry_base_ms))
+    }
+
+    pub fn retry_window(&self) -> Duration {
+        Duration::from_secs(self.retry_window_secs)
     }
 
     pub fn retry_after_max(&self) -> Duration {

@@ -34,6 +34,9 @@ pub struct Limits {
     /// Pushes of one batch in flight at once.
     pub per_batch: usize,
     pub max_attempts: u32,
+    /// A retryable push is retried until it had `max_attempts` attempts
+    /// and this long has passed since its first.
+    pub retry_window: Duration,
     pub retry_base: Duration,
     pub retry_max: Duration,
     /// The longest `Retry-After` honoured.
@@ -194,7 +197,10 @@ impl<C: PushChannel> Deliverer<C> {
         let id = batch.batch_id.notification_id;
         let mut retries = 0;
         let mut last_reason = "unknown";
-        for attempt in 1..=self.limits.max_attempts {
+        let started = Instant::now();
+        // Bounded: past `max_attempts`, only while the retry window lasts
+        // (the backoff keeps growing to `retry_max` meanwhile).
+        for attempt in 1.. {
             if self.cancellations.is_cancelled(id) {
                 return (Fate::Cancelled, retries);
             }
@@ -219,7 +225,9 @@ impl<C: PushChannel> Deliverer<C> {
                 Attempt::Failed(reason) => return (Fate::Failed(reason), retries),
                 Attempt::Reauthenticate(reason) => {
                     self.channel.reauthenticate().await;
-                    (reason, Some(Duration::ZERO))
+                    // Backing off: a renewal can fail (or be rate-limited),
+                    // and retrying at once only burns the attempts.
+                    (reason, Some(self.backoff(attempt)))
                 }
                 Attempt::Retry {
                     reason,
@@ -235,7 +243,8 @@ impl<C: PushChannel> Deliverer<C> {
                 }
             };
             last_reason = reason;
-            if attempt == self.limits.max_attempts {
+            let window_over = started.elapsed() + after.unwrap_or_default() >= self.limits.retry_window;
+            if attempt >= self.limits.max_attempts && window_over {
                 break;
             }
             retries += 1;

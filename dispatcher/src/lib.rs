@@ -222,6 +222,7 @@ async fn start_workers<C: PushChannel>(
     let limits = Limits {
         per_batch: delivery.streams_per_batch as usize,
         max_attempts: delivery.max_attempts,
+        retry_window: delivery.retry_window(),
         retry_base: delivery.retry_base(),
         retry_max: delivery.retry_max(),
         retry_after_max: delivery.retry_after_max(),

@@ -327,6 +327,47 @@ async fn endpoints_that_are_not_apns_or_fcm_delete_no_registration() {
 }
 
 #[actix_web::test]
+async fn an_outage_longer_than_the_attempts_loses_no_device() {
+    let cluster = Cluster::start(options(&[], &[], &["--dispatch-max-attempts=2"])).await;
+    let all = alternating_devices(100, &["t"]);
+    seed_devices(&cluster.sql().await, &all).await.unwrap();
+    let storm = FaultConfig {
+        error_rates: [(503, 1.0)].into(),
+        retry_after_s: Some(0),
+        ..FaultConfig::default()
+    };
+    for platform in Platform::ALL {
+        cluster.mocks().state(platform).faults.set(storm.clone());
+    }
+    let id = send(&cluster, json!({"topics": ["t"], "body": "storm"})).await;
+    // Every push has had its 2 attempts, and then some: the storm outlasts
+    // the attempts.
+    let refused = |platform| {
+        let stats = cluster.mocks().state(platform).accounting.stats();
+        stats.by_status.get(&503).copied().unwrap_or(0)
+    };
+    let deadline = Instant::now() + WAIT;
+    while Platform::ALL.iter().any(|p| refused(*p) < 150) {
+        assert!(Instant::now() < deadline, "the storm never got going");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for platform in Platform::ALL {
+        cluster.mocks().state(platform).faults.set(FaultConfig::default());
+    }
+    let status = cluster.wait_until_settled(&id, WAIT).await;
+    for platform in Platform::ALL {
+        let stats = cluster.mocks().state(platform).accounting.stats();
+        assert_eq!(
+            stats.unique_tokens, 50,
+            "{platform}: everyone got it after the storm"
+        );
+        assert_eq!(status["delivery"][platform.as_str()]["failed"], 0, "{status}");
+    }
+    assert_eq!(status["status"], "complete");
+    cluster.stop().await;
+}
+
+#[actix_web::test]
 async fn outages_and_throttling_are_retried_until_delivered() {
     let cluster = Cluster::start(options(
         &[],

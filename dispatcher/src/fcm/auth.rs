@@ -63,7 +63,12 @@ pub async fn from_credentials(path: &Path, extra_ca: Option<&Path>) -> Result<(S
         .enable_http1()
         .enable_http2()
         .build();
-    let client = Client::builder(TokioExecutor::new()).build::<_, String>(connector);
+    // A fresh connection for every fetch (one an hour or so): a pooled one
+    // that went silent would take every later fetch down with it, since the
+    // fetch deadline drops the request, not the connection.
+    let client = Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(0)
+        .build::<_, String>(connector);
     let authenticator = ServiceAccountAuthenticator::with_client(key, CustomHyperClientBuilder::from(client))
         .build()
         .await
