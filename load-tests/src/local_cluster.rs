@@ -36,6 +36,16 @@ pub struct LocalClusterConfig {
     pub log_dir: PathBuf,
 }
 
+/// A service of a [`LocalCluster`], by its place in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Member {
+    Coordinator,
+    /// The n-th harvester started.
+    Harvester(usize),
+    /// The n-th dispatcher started (`start_dispatchers` starts iOS first).
+    Dispatcher(usize),
+}
+
 pub struct LocalCluster {
     pub base: String,
     pub http: Client,
@@ -144,6 +154,35 @@ impl LocalCluster {
         .await?;
         self.harvesters.push(harvester);
         Ok(())
+    }
+
+    /// One service of the cluster.
+    pub fn member_mut(&mut self, member: Member) -> Option<&mut ServiceProcess> {
+        match member {
+            Member::Coordinator => Some(&mut self.coordinator),
+            Member::Harvester(i) => self.harvesters.get_mut(i),
+            Member::Dispatcher(i) => self.dispatchers.get_mut(i),
+        }
+    }
+
+    /// Starts a service again with the settings it had (stopping it first
+    /// if it still runs) and waits until it is ready.
+    pub async fn restart(&mut self, member: Member) -> Result<()> {
+        let http = self.http.clone();
+        let service = self
+            .member_mut(member)
+            .with_context(|| format!("no {member:?} in the cluster"))?;
+        let addr = service
+            .setting("CLARION_HTTP_ADDR")
+            .context("the service has no CLARION_HTTP_ADDR")?
+            .to_owned();
+        service.restart()?;
+        wait_until_ready(&http, &format!("http://{addr}"), service).await
+    }
+
+    /// Where the services write their logs.
+    pub fn log_dir(&self) -> &std::path::Path {
+        &self.config.log_dir
     }
 
     /// Stops the dispatchers (SIGTERM, as Kubernetes would).

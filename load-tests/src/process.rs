@@ -15,8 +15,20 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 
 pub struct ServiceProcess {
     pub name: String,
+    /// The log of the current run (each restart writes a new one).
     pub log: PathBuf,
     child: Option<Child>,
+    launch: Launch,
+}
+
+/// How the process was started, so it can be started again the same way.
+struct Launch {
+    path: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    log_dir: PathBuf,
+    /// Runs so far (the first is 1).
+    runs: u32,
 }
 
 impl ServiceProcess {
@@ -29,24 +41,79 @@ impl ServiceProcess {
         env: &[(String, String)],
         log_dir: &Path,
     ) -> Result<Self> {
-        let path = sibling_binary(binary)?;
-        std::fs::create_dir_all(log_dir).with_context(|| format!("creating {}", log_dir.display()))?;
-        let log = log_dir.join(format!("{name}.log"));
+        let launch = Launch {
+            path: sibling_binary(binary)?,
+            args: args.iter().map(|arg| (*arg).to_owned()).collect(),
+            env: env.to_vec(),
+            log_dir: log_dir.to_owned(),
+            runs: 0,
+        };
+        let mut service = Self {
+            name: name.to_owned(),
+            log: PathBuf::new(),
+            child: None,
+            launch,
+        };
+        service.launch()?;
+        Ok(service)
+    }
+
+    /// Starts the process; the first run logs to `<name>.log`, run n to
+    /// `<name>.<n>.log`, so a restart keeps the earlier logs.
+    fn launch(&mut self) -> Result<()> {
+        let launch = &mut self.launch;
+        std::fs::create_dir_all(&launch.log_dir)
+            .with_context(|| format!("creating {}", launch.log_dir.display()))?;
+        launch.runs += 1;
+        let file = match launch.runs {
+            1 => format!("{}.log", self.name),
+            n => format!("{}.{n}.log", self.name),
+        };
+        let log = launch.log_dir.join(file);
         let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let err = out.try_clone()?;
-        let child = Command::new(&path)
-            .args(args)
-            .envs(env.iter().map(|(key, value)| (key.as_str(), value.as_str())))
+        let child = Command::new(&launch.path)
+            .args(&launch.args)
+            .envs(
+                launch
+                    .env
+                    .iter()
+                    .map(|(key, value)| (key.as_str(), value.as_str())),
+            )
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
             .spawn()
-            .with_context(|| format!("starting {}", path.display()))?;
-        Ok(Self {
-            name: name.to_owned(),
-            log,
-            child: Some(child),
-        })
+            .with_context(|| format!("starting {}", launch.path.display()))?;
+        self.log = log;
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// Starts the process again with the same settings (stopping it first
+    /// if it still runs).
+    pub fn restart(&mut self) -> Result<()> {
+        self.stop();
+        self.launch()
+    }
+
+    /// The value of one of the settings the process was started with.
+    pub fn setting(&self, key: &str) -> Option<&str> {
+        self.launch
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// Kills the process at once (SIGKILL: no shutdown, nothing flushed)
+    /// and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     /// The process id, while it runs.

@@ -57,7 +57,7 @@ async fn a_renewal_due_while_the_token_endpoint_hangs_holds_no_push() {
     let proxy = BlackHoleProxy::start(token_addr).await.unwrap();
     let mut config = FcmMockConfig::local(dir.clone());
     config.token_addr = token_addr;
-    config.public_token_uri = Some(format!("https://{}/token", proxy.addr));
+    config.public_token_addr = Some(proxy.addr);
     // Renewal falls due half-way through a token's life.
     config.token_lifetime = Duration::from_secs(4);
     let fcm = FcmMock::start(config).await.expect("mock FCM starts");
@@ -116,7 +116,7 @@ async fn a_token_fetch_after_the_endpoint_went_silent_and_came_back_gets_a_token
     let proxy = BlackHoleProxy::start(token_addr).await.unwrap();
     let mut config = FcmMockConfig::local(dir.clone());
     config.token_addr = token_addr;
-    config.public_token_uri = Some(format!("https://{}/token", proxy.addr));
+    config.public_token_addr = Some(proxy.addr);
     config.token_lifetime = Duration::from_secs(2);
     let fcm = FcmMock::start(config).await.expect("mock FCM starts");
     let (_, auth) = from_credentials(&fcm.credentials_file, Some(&fcm.ca_file))

@@ -2,6 +2,7 @@
 //! under `load-tests/results/`.
 
 pub mod ceiling;
+pub mod chaos;
 pub mod harvest;
 pub mod mocks;
 pub mod plot;

@@ -56,7 +56,7 @@ pub struct RunArgs {
     pub out_dir: PathBuf,
 }
 
-fn parse_setting(value: &str) -> Result<(String, String), String> {
+pub(crate) fn parse_setting(value: &str) -> Result<(String, String), String> {
     let (key, value) = value.split_once('=').ok_or("expected KEY=VALUE")?;
     if !key.starts_with("CLARION_") {
         return Err(format!("{key} is not a CLARION_ setting"));
@@ -456,7 +456,8 @@ fn downsample(curve: &[(f64, u64)], total: u64, points: usize) -> Vec<(f64, f64)
     out
 }
 
-fn machine() -> Machine {
+/// The machine the benchmark runs on.
+pub fn machine() -> Machine {
     let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
     let cpu_model = read("/proc/cpuinfo")
         .lines()

@@ -1,6 +1,7 @@
 //! `clarion-bench`: Clarion's benchmarks (see `--help`).
 
 use clap::{Parser, Subcommand};
+use clarion_load_tests::bench::chaos::{ChaosArgs, run as chaos};
 use clarion_load_tests::bench::harvest::{HarvestArgs, run as harvest};
 use clarion_load_tests::bench::mocks::{MocksArgs, run as mocks};
 use clarion_load_tests::bench::run::{RunArgs, run as run_90in2};
@@ -18,6 +19,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The chaos suite: faults injected mid-send into a cluster of release
+    /// processes (kills, SIGTERM, broker and database restarts, provider
+    /// storms, a hung OAuth2 endpoint, a black hole, cancel with workers
+    /// down); writes load-tests/results/chaos.json and prints a table.
+    Chaos(ChaosArgs),
     /// Harvest rate and harvester memory for one large topic.
     Harvest(HarvestArgs),
     /// Requests per second the mock APNs and FCM serve, driven by h2load.
@@ -36,6 +42,13 @@ async fn main() -> anyhow::Result<()> {
         filter: "warn".into(),
     });
     match Cli::parse().command {
+        Command::Chaos(args) => {
+            let report = chaos(args).await?;
+            if report.failed > 0 {
+                anyhow::bail!("{} scenario(s) did not meet their bounds", report.failed);
+            }
+            Ok(())
+        }
         Command::Harvest(args) => harvest(args).await.map(|_| ()),
         Command::Mocks(args) => mocks(args).await.map(|_| ()),
         Command::Seed(args) => seed(args).await,

@@ -56,10 +56,10 @@ pub struct FcmMockConfig {
     pub project_id: String,
     /// Lifetime of issued access tokens.
     pub token_lifetime: Duration,
-    /// The token URI written into the service account (and required as the
-    /// JWT audience) when clients reach the token endpoint through a proxy;
-    /// by default the endpoint's own address.
-    pub public_token_uri: Option<String>,
+    /// Where clients reach the token endpoint when that is not
+    /// `token_addr` (a proxy in front of it): the token URI written into
+    /// the service account, and the audience assertions must name.
+    pub public_token_addr: Option<SocketAddr>,
 }
 
 impl FcmMockConfig {
@@ -71,7 +71,7 @@ impl FcmMockConfig {
             dir,
             project_id: "clarion-news".into(),
             token_lifetime: Duration::from_secs(3600),
-            public_token_uri: None,
+            public_token_addr: None,
         }
     }
 }
@@ -88,6 +88,7 @@ pub struct FcmMock {
     pub project_id: String,
     pub client_email: String,
     pub state: Arc<MockState>,
+    oauth: Arc<OAuth>,
     _send: Listener,
     _token: Listener,
     _control: Listener,
@@ -111,10 +112,8 @@ impl FcmMock {
             drop(probe);
             addr
         };
-        let token_uri = config
-            .public_token_uri
-            .clone()
-            .unwrap_or_else(|| format!("https://{token_listener}/token"));
+        let public_token_addr = config.public_token_addr.unwrap_or(token_listener);
+        let token_uri = format!("https://{public_token_addr}/token");
         let oauth = Arc::new(OAuth {
             decoding_key: DecodingKey::from_rsa_pem(key.public_key_pem().as_bytes())
                 .context("loading the service-account public key")?,
@@ -158,11 +157,12 @@ impl FcmMock {
         )
         .await
         .context("binding the FCM mock")?;
+        let token_oauth = oauth.clone();
         let token = serve_tls(
             token_listener,
             pki.server_config(Protocols::Http2AndHttp1.alpn())?,
             move |request, _| {
-                let oauth = oauth.clone();
+                let oauth = token_oauth.clone();
                 async move { oauth.handle(request) }
             },
         )
@@ -177,10 +177,21 @@ impl FcmMock {
             project_id: config.project_id,
             client_email,
             state,
+            oauth,
             _send: send,
             _token: token,
             _control: control,
         })
+    }
+
+    /// Forgets every access token issued so far, as if they had all
+    /// expired: the next push with one is answered 401 `UNAUTHENTICATED`.
+    pub fn revoke_access_tokens(&self) {
+        self.oauth
+            .issued
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
     }
 
     /// The dispatcher settings that point at this mock.
