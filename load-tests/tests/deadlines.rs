@@ -45,26 +45,9 @@ async fn a_hung_oauth2_token_endpoint_fails_the_token_request_within_its_deadlin
 
 #[tokio::test]
 async fn a_renewal_due_while_the_token_endpoint_hangs_holds_no_push() {
-    use clarion_load_tests::blackhole::BlackHoleProxy;
-    use clarion_load_tests::mocks::{FcmMock, FcmMockConfig};
-    use std::sync::Arc;
-
-    let dir = std::env::temp_dir().join(format!("clarion-renewal-{}", uuid::Uuid::new_v4().simple()));
-    // The token endpoint is reached through a proxy that can go silent.
-    let token_addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|probe| probe.local_addr())
-        .expect("a free port");
-    let proxy = BlackHoleProxy::start(token_addr).await.unwrap();
-    let mut config = FcmMockConfig::local(dir.clone());
-    config.token_addr = token_addr;
-    config.public_token_addr = Some(proxy.addr);
-    // Renewal falls due half-way through a token's life.
-    config.token_lifetime = Duration::from_secs(4);
-    let fcm = FcmMock::start(config).await.expect("mock FCM starts");
-    let (_, auth) = from_credentials(&fcm.credentials_file, Some(&fcm.ca_file))
-        .await
-        .expect("the service account reads");
-    let auth = Arc::new(auth);
+    let proxied = ProxiedFcm::start("renewal", Duration::from_secs(4)).await;
+    let (dir, proxy, auth) = (&proxied.dir, &proxied.proxy, proxied.auth);
+    let auth = std::sync::Arc::new(auth);
     let first = auth.header().await.expect("a token while the endpoint answers");
 
     // The endpoint goes silent; wait until the token is due for renewal
@@ -101,27 +84,13 @@ async fn a_renewal_due_while_the_token_endpoint_hangs_holds_no_push() {
             "only the renewing push waits: {answers:?}"
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test]
 async fn a_token_fetch_after_the_endpoint_went_silent_and_came_back_gets_a_token() {
-    use clarion_load_tests::blackhole::BlackHoleProxy;
-    use clarion_load_tests::mocks::{FcmMock, FcmMockConfig};
-
-    let dir = std::env::temp_dir().join(format!("clarion-token-conn-{}", uuid::Uuid::new_v4().simple()));
-    let token_addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|probe| probe.local_addr())
-        .expect("a free port");
-    let proxy = BlackHoleProxy::start(token_addr).await.unwrap();
-    let mut config = FcmMockConfig::local(dir.clone());
-    config.token_addr = token_addr;
-    config.public_token_addr = Some(proxy.addr);
-    config.token_lifetime = Duration::from_secs(2);
-    let fcm = FcmMock::start(config).await.expect("mock FCM starts");
-    let (_, auth) = from_credentials(&fcm.credentials_file, Some(&fcm.ca_file))
-        .await
-        .expect("the service account reads");
+    let proxied = ProxiedFcm::start("token-conn", Duration::from_secs(2)).await;
+    let (dir, proxy, auth) = (&proxied.dir, &proxied.proxy, &proxied.auth);
     auth.header().await.expect("a first token");
 
     // The connection that fetched it goes silent (a dead route); new
@@ -141,5 +110,42 @@ async fn a_token_fetch_after_the_endpoint_went_silent_and_came_back_gets_a_token
         "no wait on the dead connection: {:?}",
         started.elapsed()
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A mock FCM whose OAuth2 token endpoint is reached through a black-hole
+/// proxy, and a token client for it.
+struct ProxiedFcm {
+    dir: std::path::PathBuf,
+    proxy: clarion_load_tests::blackhole::BlackHoleProxy,
+    auth: clarion_dispatcher::fcm::auth::FcmAuth,
+    _fcm: clarion_load_tests::mocks::FcmMock,
+}
+
+impl ProxiedFcm {
+    /// Issues tokens that live `token_lifetime` (renewal falls due half-way).
+    async fn start(name: &str, token_lifetime: Duration) -> Self {
+        use clarion_load_tests::blackhole::BlackHoleProxy;
+        use clarion_load_tests::mocks::{FcmMock, FcmMockConfig};
+
+        let dir = std::env::temp_dir().join(format!("clarion-{name}-{}", uuid::Uuid::new_v4().simple()));
+        let token_addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|probe| probe.local_addr())
+            .expect("a free port");
+        let proxy = BlackHoleProxy::start(token_addr).await.unwrap();
+        let mut config = FcmMockConfig::local(dir.clone());
+        config.token_addr = token_addr;
+        config.public_token_addr = Some(proxy.addr);
+        config.token_lifetime = token_lifetime;
+        let fcm = FcmMock::start(config).await.expect("mock FCM starts");
+        let (_, auth) = from_credentials(&fcm.credentials_file, Some(&fcm.ca_file))
+            .await
+            .expect("the service account reads");
+        Self {
+            dir,
+            proxy,
+            auth,
+            _fcm: fcm,
+        }
+    }
 }

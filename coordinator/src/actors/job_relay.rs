@@ -43,8 +43,6 @@ const TICK: Duration = Duration::from_secs(1);
 /// transactions publish the largest plan; small enough that one
 /// transaction's locks and payloads stay small.
 const CLAIM_LIMIT: i64 = 256;
-/// Attempts to get a notification's jobs confirmed within one round.
-const PUBLISH_ATTEMPTS: u32 = 3;
 /// Longest a round waits for the broker (connecting included) before it
 /// gives up and leaves the rest for the next round.
 const PUBLISH_DEADLINE: Duration = Duration::from_secs(10);
@@ -63,8 +61,6 @@ pub enum RelayError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Publish(#[from] PublishError),
-    #[error("the broker did not confirm within {0:?}")]
-    Deadline(Duration),
 }
 
 impl From<DbError> for RelayError {
@@ -258,13 +254,10 @@ impl Round {
                 })
                 .collect::<Result<Vec<_>, PublishError>>()
         })?;
-        tokio::time::timeout(
-            PUBLISH_DEADLINE,
-            self.publisher.publish_all(&messages, PUBLISH_ATTEMPTS),
-        )
-        .instrument(span)
-        .await
-        .map_err(|_| RelayError::Deadline(PUBLISH_DEADLINE))??;
+        self.publisher
+            .publish_all_within(&messages, PUBLISH_DEADLINE)
+            .instrument(span)
+            .await?;
         info!(
             notification.id = %first.notification_id,
             jobs = jobs.len(),

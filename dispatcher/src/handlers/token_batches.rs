@@ -45,8 +45,6 @@ use crate::channel::PushChannel;
 use crate::delivery::{BatchOutcome, Deliverer};
 use crate::fcm::errors::NOT_FCM;
 
-/// Attempts to get a batch's report confirmed before giving the batch back.
-const PUBLISH_ATTEMPTS: u32 = 3;
 /// A batch as this process knows it: its id and the digest of its tokens
 /// (a job re-cut after registrations changed republishes shifted batches,
 /// other devices, under the same ids — those must be pushed).
@@ -271,26 +269,7 @@ impl<C: PushChannel> TokenBatchHandler<C> {
     /// broker is away for up to [`REPORT_PATIENCE`]: re-pushing the whole
     /// batch would cost far more than waiting.
     async fn publish_report(&self, messages: &[Outgoing]) -> Result<(), PublishError> {
-        let deadline = tokio::time::Instant::now() + REPORT_PATIENCE;
-        loop {
-            match self.publisher.publish_all(messages, PUBLISH_ATTEMPTS).await {
-                Ok(()) => return Ok(()),
-                Err(err) if tokio::time::Instant::now() >= deadline => return Err(err),
-                Err(err) => {
-                    warn!(error = %err, "report not confirmed yet; retrying while the broker is away");
-                    tokio::time::sleep(TWIN_POLL * 10).await;
-                    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-                    // Bounded by the deadline: the publisher waits for the
-                    // broker link, which may not come back in time.
-                    if tokio::time::timeout(left, self.publisher.wait_until_connected())
-                        .await
-                        .is_err()
-                    {
-                        return Err(err);
-                    }
-                }
-            }
-        }
+        self.publisher.publish_all_within(messages, REPORT_PATIENCE).await
     }
 
     /// The delivery report and the cleanups of a delivered batch.

@@ -38,6 +38,8 @@ pub enum PublishError {
     Encode(String),
     #[error("no queue takes messages for {exchange} / {routing_key}")]
     Unroutable { exchange: String, routing_key: String },
+    #[error("messages not confirmed within {0:?}")]
+    Deadline(Duration),
     #[error("{failed} of {total} messages still unconfirmed after {attempts} attempts; last error: {last}")]
     GaveUp {
         failed: usize,
@@ -46,6 +48,11 @@ pub enum PublishError {
         last: Box<PublishError>,
     },
 }
+
+/// Attempts of one round of [`Publisher::publish_all_within`].
+const ROUND_ATTEMPTS: u32 = 3;
+/// Pause between rounds of [`Publisher::publish_all_within`].
+const ROUND_PAUSE: Duration = Duration::from_millis(500);
 
 /// Cheap to clone; clones share one confirm-mode channel.
 #[derive(Clone)]
@@ -138,11 +145,6 @@ impl Publisher {
         })
     }
 
-    /// Resolves once the broker link is connected (at once when it is).
-    pub async fn wait_until_connected(&self) {
-        self.link.connection().await;
-    }
-
     /// Sends one message and waits for its confirm.
     pub async fn publish(&self, message: &Outgoing) -> Result<(), PublishError> {
         self.send(message).await?.confirmed().await
@@ -191,5 +193,34 @@ impl Publisher {
             attempts,
             last: Box::new(last.unwrap_or(PublishError::Nacked)),
         })
+    }
+
+    /// [`Self::publish_all`], tried again while the broker is away, for at
+    /// most `patience` in all (waiting for the broker link included): the
+    /// deadline for callers that would rather wait out a broker restart
+    /// than give their work back.
+    pub async fn publish_all_within(
+        &self,
+        messages: &[Outgoing],
+        patience: Duration,
+    ) -> Result<(), PublishError> {
+        let deadline = tokio::time::Instant::now() + patience;
+        let left = || deadline.saturating_duration_since(tokio::time::Instant::now());
+        loop {
+            let err = match tokio::time::timeout(left(), self.publish_all(messages, ROUND_ATTEMPTS)).await {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(err)) => err,
+                Err(_) => return Err(PublishError::Deadline(patience)),
+            };
+            warn!(error = %err, "publishes not confirmed yet; trying again while the broker is away");
+            tokio::time::sleep(ROUND_PAUSE.min(left())).await;
+            if tokio::time::timeout(left(), self.link.connection())
+                .await
+                .is_err()
+                || left().is_zero()
+            {
+                return Err(err);
+            }
+        }
     }
 }
