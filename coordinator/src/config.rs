@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::hygiene::HygienePlan;
 use crate::progress::completion::Valve;
 use clap::Parser;
 use clarion_runtime::telemetry::OtlpSettings;
@@ -120,6 +121,9 @@ pub struct Settings {
     pub gone_token_threshold: f64,
 
     #[command(flatten)]
+    pub hygiene: HygieneSettings,
+
+    #[command(flatten)]
     pub database: DatabaseSettings,
 
     #[command(flatten)]
@@ -158,6 +162,70 @@ impl Settings {
     }
 }
 
+/// Data hygiene: the stale-registration purge and the retention of
+/// notifications' detail rows, run on a schedule by one replica at a time.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HygieneSettings {
+    /// Days a device may go without re-registering (PUT of its
+    /// registration) before its registrations are purged; 0 never purges.
+    #[arg(
+        long = "registration-max-age-days",
+        env = "CLARION_REGISTRATION_MAX_AGE_DAYS",
+        default_value_t = 270,
+        value_parser = clap::value_parser!(u32).range(0..=36_500)
+    )]
+    pub registration_max_age_days: u32,
+
+    /// Days a finished notification (complete, failed, cancelled) keeps its
+    /// detail rows (per batch, per job, accept times, held tokens) after its
+    /// last activity; its summary and status stay. 0 keeps them for ever.
+    #[arg(
+        long = "notification-detail-retention-days",
+        env = "CLARION_NOTIFICATION_DETAIL_RETENTION_DAYS",
+        default_value_t = 30,
+        value_parser = clap::value_parser!(u32).range(0..=36_500)
+    )]
+    pub notification_detail_retention_days: u32,
+
+    /// Seconds between two hygiene runs (the first comes 30 s after start,
+    /// or sooner if this is shorter); 0 turns both off.
+    #[arg(
+        long = "hygiene-interval-secs",
+        env = "CLARION_HYGIENE_INTERVAL_SECS",
+        default_value_t = 3600
+    )]
+    pub interval_secs: u64,
+
+    /// Most rows one hygiene statement deletes (each is its own short
+    /// transaction).
+    #[arg(
+        long = "hygiene-batch-size",
+        env = "CLARION_HYGIENE_BATCH_SIZE",
+        default_value_t = 5000,
+        value_parser = clap::value_parser!(u32).range(1..=100_000)
+    )]
+    pub batch_size: u32,
+}
+
+/// Longest a hygiene run goes on; the next one carries on where it stopped.
+const HYGIENE_RUN_BUDGET: Duration = Duration::from_secs(300);
+
+impl HygieneSettings {
+    pub fn interval(&self) -> Duration {
+        Duration::from_secs(self.interval_secs)
+    }
+
+    pub fn plan(&self) -> HygienePlan {
+        let days = |days: u32| (days > 0).then(|| Duration::from_secs(u64::from(days) * 86_400));
+        HygienePlan {
+            registration_max_age: days(self.registration_max_age_days),
+            detail_retention: days(self.notification_detail_retention_days),
+            batch: self.batch_size,
+            budget: HYGIENE_RUN_BUDGET,
+        }
+    }
+}
+
 fn parse_share(value: &str) -> Result<f64, String> {
     match value.parse::<f64>() {
         Ok(share) if (0.0..=1.0).contains(&share) => Ok(share),
@@ -172,5 +240,26 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         super::Settings::command().debug_assert();
+    }
+
+    #[test]
+    fn hygiene_defaults_and_zero_turns_each_part_off() {
+        use clap::Parser;
+        use std::time::Duration;
+        let day = Duration::from_secs(86_400);
+        let defaults = super::Settings::try_parse_from(["clarion-coordinator"]).unwrap();
+        let plan = defaults.hygiene.plan();
+        assert_eq!(plan.registration_max_age, Some(day * 270));
+        assert_eq!(plan.detail_retention, Some(day * 30));
+        assert_eq!(plan.batch, 5000);
+        assert_eq!(defaults.hygiene.interval(), Duration::from_secs(3600));
+        let off = super::Settings::try_parse_from([
+            "clarion-coordinator",
+            "--registration-max-age-days=0",
+            "--notification-detail-retention-days=0",
+        ])
+        .unwrap();
+        assert!(off.hygiene.plan().is_idle());
+        assert!(super::Settings::try_parse_from(["clarion-coordinator", "--hygiene-batch-size=0"]).is_err());
     }
 }

@@ -12,6 +12,7 @@ pub mod auth;
 pub mod config;
 pub mod error;
 pub mod handlers;
+pub mod hygiene;
 pub mod migrations;
 pub mod planning;
 pub mod progress;
@@ -33,6 +34,7 @@ use clarion_runtime::{BrokerLink, db};
 use tracing::{info, warn};
 
 use crate::actors::Stop;
+use crate::actors::hygiene::Hygiene;
 use crate::actors::job_relay::JobRelay;
 use crate::actors::topic_counter::TopicCounter;
 use crate::actors::watchdog::Watchdog;
@@ -77,6 +79,7 @@ pub struct Coordinator {
     consumers: Consumers,
     relay: Addr<JobRelay>,
     watchdog: Addr<Watchdog>,
+    hygiene: Addr<Hygiene>,
     readiness: Readiness,
     grace: Duration,
 }
@@ -103,6 +106,7 @@ impl Coordinator {
         let _ = self.serving.await;
         let _ = self.relay.send(Stop).await;
         let _ = self.watchdog.send(Stop).await;
+        let _ = self.hygiene.send(Stop).await;
         let consumers = self.consumers.reports.iter().map(|a| a.clone().recipient());
         let consumers = consumers
             .chain(self.consumers.dead_letters.iter().map(|a| a.clone().recipient()))
@@ -135,6 +139,12 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
     let publisher = Publisher::new(broker.clone(), names.clone());
     let relay = JobRelay::new(pool.clone(), broker.clone(), names.clone()).start();
     let watchdog = Watchdog::new(pool.clone(), settings.stall()).start();
+    let hygiene = Hygiene::new(
+        db::Manager::new(&settings.database, "clarion-coordinator-hygiene")?,
+        settings.hygiene.plan(),
+        settings.hygiene.interval(),
+    )
+    .start();
     clarion_runtime::metrics::watch_queue(broker.clone(), names.reports_queue());
     clarion_runtime::metrics::watch_queue(broker.clone(), names.cleanup_queue());
     clarion_runtime::metrics::watch_pool(pool.clone(), "coordinator");
@@ -225,6 +235,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         consumers,
         relay,
         watchdog,
+        hygiene,
         readiness,
         grace: settings.shutdown.grace(),
     })

@@ -1,5 +1,6 @@
 //! The coordinator's actors, one per file with its messages beside it.
 
+pub mod hygiene;
 pub mod job_relay;
 pub mod topic_counter;
 pub mod watchdog;

@@ -3,6 +3,7 @@
 //! notification's progress lives in [`crate::progress`].
 
 pub mod delivery;
+pub mod hygiene;
 pub mod notifications;
 pub mod outbox;
 pub mod registrations;

@@ -77,6 +77,9 @@ pub struct StoredNotification {
     pub cleanups_parked: u32,
     /// Segments whose gone / invalid share tripped the safety valve.
     pub suspect_segments: Vec<String>,
+    /// When data hygiene removed its detail rows (its timings are the
+    /// stored ones from then on).
+    pub details_removed_at: Option<DateTime<Utc>>,
 }
 
 /// What became of one platform's pushes so far (also the status API's
@@ -109,7 +112,7 @@ const COLUMNS: &str = "id, payload, status, api_key_id, trace_id, jobs_planned, 
                        dry_run_android, cancelled_android, held_back_ios, held_back_android,
                        registrations_deleted, invalid_decision,
                        t50_ms, t90_ms, t99_ms, created_at, updated_at, completed_at, cancelled_at,
-                       failure_reason, cleanups_parked, suspect_segments";
+                       failure_reason, cleanups_parked, suspect_segments, details_removed_at";
 
 /// Stores a new notification in `accepted`; does nothing when the id exists.
 pub async fn insert_if_absent(
@@ -274,6 +277,7 @@ fn from_row(row: &Row) -> Result<StoredNotification, StoreError> {
         failure_reason: row.get("failure_reason"),
         cleanups_parked: small("cleanups_parked"),
         suspect_segments: row.get("suspect_segments"),
+        details_removed_at: row.get("details_removed_at"),
     })
 }
 

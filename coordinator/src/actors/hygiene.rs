@@ -1,0 +1,144 @@
+//! The hygiene actor: runs [`crate::hygiene::run`] on a schedule — soon
+//! after start, then every `CLARION_HYGIENE_INTERVAL_SECS` — on a
+//! connection opened for the run (the advisory lock belongs to that
+//! session, and closing it releases the lock whatever happens), logs one
+//! line per run with its figures and counts them:
+//!
+//! - `clarion_coordinator_hygiene_runs_total{outcome}` (`ran`, `skipped`:
+//!   another replica held the lock, `failed`);
+//! - `clarion_coordinator_hygiene_registrations_purged_total`;
+//! - `clarion_coordinator_hygiene_detail_rows_removed_total{table}`;
+//! - `clarion_coordinator_hygiene_notifications_trimmed_total`;
+//! - `clarion_coordinator_hygiene_last_run_duration_seconds` (a gauge).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use bb8::ManageConnection;
+use clarion_runtime::db::{DbError, Manager};
+use tracing::{info, warn};
+
+use super::Stop;
+use crate::hygiene::{HygienePlan, HygieneReport, Outcome, run};
+use crate::store::StoreError;
+use crate::store::hygiene::DETAIL_TABLES;
+
+/// The first run comes this long after start (or after one interval, if
+/// shorter): soon, but not in the middle of a rolling start.
+const FIRST_RUN_AFTER: Duration = Duration::from_secs(30);
+
+pub struct Hygiene {
+    connections: Arc<Manager>,
+    plan: HygienePlan,
+    every: Duration,
+    /// Page of `registrations` the purge resumes from.
+    cursor: i64,
+    /// A run is going on (at most one at a time).
+    running: bool,
+}
+
+impl Hygiene {
+    /// `every`: time between runs; zero (or a plan with nothing to do)
+    /// never runs.
+    pub fn new(connections: Manager, plan: HygienePlan, every: Duration) -> Self {
+        Self {
+            connections: Arc::new(connections),
+            plan,
+            every,
+            cursor: 0,
+            running: false,
+        }
+    }
+
+    fn start_run(&mut self, ctx: &mut Context<Self>) {
+        if self.running {
+            return;
+        }
+        self.running = true;
+        let connections = self.connections.clone();
+        let plan = self.plan;
+        let mut cursor = self.cursor;
+        let started = Instant::now();
+        let work = async move {
+            let client = connections
+                .connect()
+                .await
+                .map_err(|err| DbError::from(bb8::RunError::User(err)))?;
+            let outcome = run(&client, &plan, &mut cursor).await?;
+            Ok::<_, StoreError>((outcome, cursor))
+        };
+        ctx.spawn(work.into_actor(self).map(move |ran, hygiene, _| {
+            hygiene.running = false;
+            match ran {
+                Ok((Outcome::Ran(report), cursor)) => {
+                    hygiene.cursor = cursor;
+                    announce(&report);
+                }
+                Ok((Outcome::Skipped, _)) => {
+                    metrics::counter!("clarion_coordinator_hygiene_runs_total", "outcome" => "skipped")
+                        .increment(1);
+                    info!("data hygiene skipped: another replica holds its lock");
+                }
+                Err(err) => {
+                    metrics::counter!("clarion_coordinator_hygiene_runs_total", "outcome" => "failed")
+                        .increment(1);
+                    metrics::gauge!("clarion_coordinator_hygiene_last_run_duration_seconds")
+                        .set(started.elapsed().as_secs_f64());
+                    warn!(error = %err, "data hygiene run failed; the next run carries on");
+                }
+            }
+        }));
+    }
+}
+
+/// Logs and counts what a run did.
+fn announce(report: &HygieneReport) {
+    metrics::counter!("clarion_coordinator_hygiene_runs_total", "outcome" => "ran").increment(1);
+    metrics::counter!("clarion_coordinator_hygiene_registrations_purged_total")
+        .increment(report.registrations_purged);
+    metrics::counter!("clarion_coordinator_hygiene_notifications_trimmed_total")
+        .increment(report.notifications_trimmed);
+    for (table, rows) in DETAIL_TABLES.iter().zip(report.detail_rows) {
+        metrics::counter!("clarion_coordinator_hygiene_detail_rows_removed_total", "table" => *table)
+            .increment(rows);
+    }
+    metrics::gauge!("clarion_coordinator_hygiene_last_run_duration_seconds")
+        .set(report.duration.as_secs_f64());
+    info!(
+        registrations_purged = report.registrations_purged,
+        notifications_trimmed = report.notifications_trimmed,
+        detail_rows_removed = report.detail_rows_total(),
+        statements = report.statements,
+        purge_pass_done = report.purge_pass_done,
+        out_of_time = report.out_of_time,
+        duration_ms = report.duration.as_millis() as u64,
+        "data hygiene run"
+    );
+}
+
+impl Actor for Hygiene {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        // No mailbox traffic but Stop: it only runs on its own schedule.
+        if self.every.is_zero() || self.plan.is_idle() {
+            info!("data hygiene is off");
+            return;
+        }
+        ctx.run_later(FIRST_RUN_AFTER.min(self.every), |hygiene, ctx| {
+            hygiene.start_run(ctx)
+        });
+        ctx.run_interval(self.every, |hygiene, ctx| hygiene.start_run(ctx));
+    }
+}
+
+impl Handler<Stop> for Hygiene {
+    type Result = ();
+
+    /// A run going on is dropped with its connection: its statements are
+    /// each committed or not, and the next start carries on.
+    fn handle(&mut self, _msg: Stop, ctx: &mut Self::Context) {
+        ctx.stop();
+    }
+}
