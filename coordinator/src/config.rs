@@ -166,8 +166,9 @@ impl Settings {
 /// notifications' detail rows, run on a schedule by one replica at a time.
 #[derive(Debug, Clone, clap::Args)]
 pub struct HygieneSettings {
-    /// Days a device may go without re-registering (PUT of its
-    /// registration) before its registrations are purged; 0 never purges.
+    /// Days a device may go without re-registering (a PUT of its
+    /// registration, or a topic followed) before all its registrations are
+    /// purged; 0 never purges.
     #[arg(
         long = "registration-max-age-days",
         env = "CLARION_REGISTRATION_MAX_AGE_DAYS",
@@ -188,11 +189,12 @@ pub struct HygieneSettings {
     pub notification_detail_retention_days: u32,
 
     /// Seconds between two hygiene runs (the first comes 30 s after start,
-    /// or sooner if this is shorter); 0 turns both off.
+    /// or sooner if this is shorter), at most 30 days; 0 turns both off.
     #[arg(
         long = "hygiene-interval-secs",
         env = "CLARION_HYGIENE_INTERVAL_SECS",
-        default_value_t = 3600
+        default_value_t = 3600,
+        value_parser = clap::value_parser!(u64).range(0..=2_592_000)
     )]
     pub interval_secs: u64,
 
