@@ -1,10 +1,13 @@
 //! Black-box tests of the coordinator's HTTP API, against a real PostgreSQL
 //! database created for each test (and a real RabbitMQ for readiness).
 
+mod audit;
 mod auth;
 mod common;
 mod health;
+mod held;
 mod migrations;
+mod posture;
 mod registrations;
 mod topics;
 mod validation;
