@@ -147,11 +147,13 @@ pub async fn audit_admin_use(
             target.truncate(end);
         }
         let detail = response.status().as_u16().to_string();
-        if let Some(state) = request.app_data::<web::Data<AppState>>() {
-            if let Err(err) = record_admin_request(state, &caller, &target, &detail).await {
-                error!(key = %caller.key_id, error = %err, "could not record an admin request in the audit log");
-                metrics::counter!("clarion_coordinator_audit_failures_total").increment(1);
-            }
+        let recorded = match request.app_data::<web::Data<AppState>>() {
+            Some(state) => record_admin_request(state, &caller, &target, &detail).await,
+            None => Err(ApiError::Internal("no app state".into())),
+        };
+        if let Err(err) = recorded {
+            error!(key = %caller.key_id, error = %err, "could not record an admin request in the audit log");
+            metrics::counter!("clarion_coordinator_audit_failures_total").increment(1);
         }
     }
     Ok(response)
