@@ -239,3 +239,62 @@ async fn a_key_over_its_sends_per_minute_gets_429_with_retry_after() {
     assert_eq!(sent, 5, "the refused send stored nothing");
     app.stop().await;
 }
+
+/// A Secret volume as the kubelet lays it out: `keys.toml -> ..data/keys.toml`,
+/// `..data -> ..<timestamp>`; an update writes a new timestamped directory
+/// and swaps the `..data` link in one rename.
+struct SecretVolume {
+    dir: PathBuf,
+    generation: u32,
+}
+
+impl SecretVolume {
+    fn new(text: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("clarion-secret-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir(&dir).expect("secret dir");
+        let mut volume = Self { dir, generation: 0 };
+        volume.update(text);
+        std::os::unix::fs::symlink("..data/keys.toml", volume.dir.join("keys.toml")).expect("keys.toml link");
+        volume
+    }
+
+    fn update(&mut self, text: &str) {
+        self.generation += 1;
+        let generation = format!("..generation_{}", self.generation);
+        std::fs::create_dir(self.dir.join(&generation)).expect("generation dir");
+        std::fs::write(self.dir.join(&generation).join("keys.toml"), text).expect("keys written");
+        std::os::unix::fs::symlink(&generation, self.dir.join("..data_tmp")).expect("..data_tmp link");
+        std::fs::rename(self.dir.join("..data_tmp"), self.dir.join("..data")).expect("..data swapped");
+    }
+}
+
+impl Drop for SecretVolume {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[actix_web::test]
+async fn a_kubernetes_secret_update_is_picked_up() {
+    let keys = |key: &str| {
+        format!(
+            "[keys.newsroom]\nsha256 = \"{}\"\nscopes = [\"send\"]\n",
+            sha256(key)
+        )
+    };
+    let mut volume = SecretVolume::new(&keys("before-s3cret"));
+    let app = TestCoordinator::start_keyed(vec![
+        format!("--api-keys-file={}", volume.dir.join("keys.toml").display()),
+        "--api-keys-file-poll-secs=1".into(),
+    ])
+    .await;
+    let topic = "/api/v1/topics/breaking";
+    assert_eq!(app.get(topic, "before-s3cret").await.status(), StatusCode::OK);
+    volume.update(&keys("after-s3cret"));
+    wait_for_status(&app, topic, "after-s3cret", StatusCode::OK).await;
+    assert_eq!(
+        app.get(topic, "before-s3cret").await.status(),
+        StatusCode::UNAUTHORIZED
+    );
+    app.stop().await;
+}
