@@ -2,20 +2,22 @@
 //! developer-machine defaults (`clarion-coordinator --help` lists them).
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::hygiene::HygienePlan;
 use crate::progress::completion::Valve;
 use clap::Parser;
+use clap::builder::BoolishValueParser;
 use clarion_runtime::telemetry::OtlpSettings;
 use clarion_runtime::{BrokerSettings, DatabaseSettings, LogSettings, ShutdownSettings};
 
-use crate::auth::ApiKeys;
+use crate::auth::{DEV_API_KEY, KeySet, file};
 
-/// Key used when `CLARION_API_KEYS` is not set: fine on a laptop, never in
-/// production (the coordinator warns at start whenever it is accepted).
-pub const DEV_API_KEY: &str = "dev-admin-key";
-const DEV_API_KEYS: &str = "dev-admin-key=admin";
+/// What start-up says when no keys are configured.
+pub const NO_KEYS: &str = "no API keys configured: set CLARION_API_KEYS (`key=scope+scope,...`) or \
+     CLARION_API_KEYS_FILE (a TOML file with one [keys.<name>] table per key, see the README); \
+     on a developer machine, pass --dev (or CLARION_DEV=1) to accept the development key `dev-admin-key`";
 
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -39,15 +41,42 @@ pub struct Settings {
     pub http_workers: Option<usize>,
 
     /// API keys and their scopes, `key=scope+scope,...`; scopes are
-    /// `register`, `send` and `admin` (admin implies every scope).
+    /// `register`, `send` and `admin` (admin implies every scope). Give
+    /// this or --api-keys-file, not both.
     #[arg(
         long = "api-keys",
         env = "CLARION_API_KEYS",
-        default_value = DEV_API_KEYS,
         hide_env_values = true,
-        value_parser = ApiKeys::parse
+        value_parser = KeySet::parse,
+        conflicts_with = "api_keys_file"
     )]
-    pub api_keys: ApiKeys,
+    pub api_keys: Option<KeySet>,
+
+    /// A TOML file of API keys, one `[keys.<name>]` table per key with
+    /// `sha256 = "<hex digest of the key>"` (or `key = "<key>"`), `scopes =
+    /// ["send", ...]` and optionally `sends_per_minute`; re-read when it
+    /// changes (a Kubernetes Secret mounted as a volume).
+    #[arg(long = "api-keys-file", env = "CLARION_API_KEYS_FILE")]
+    pub api_keys_file: Option<PathBuf>,
+
+    /// How often the API keys file is checked for changes, in seconds.
+    #[arg(
+        long = "api-keys-file-poll-secs",
+        env = "CLARION_API_KEYS_FILE_POLL_SECS",
+        default_value_t = 5,
+        value_parser = clap::value_parser!(u64).range(1..=3600)
+    )]
+    pub api_keys_file_poll_secs: u64,
+
+    /// Development mode: start without API keys, accepting the well-known
+    /// key `dev-admin-key` (scope admin). Never in production.
+    #[arg(
+        long = "dev",
+        env = "CLARION_DEV",
+        action = clap::ArgAction::SetTrue,
+        value_parser = BoolishValueParser::new()
+    )]
+    pub dev: bool,
 
     /// Most topics one device may follow.
     #[arg(
@@ -156,10 +185,44 @@ impl Settings {
         Duration::from_secs(self.stall_secs)
     }
 
-    /// True when the well-known development key is accepted.
-    pub fn accepts_dev_key(&self) -> bool {
-        self.api_keys.identify(DEV_API_KEY).is_some()
+    /// The API keys to start with, and the keys file to watch when they
+    /// come from one. Without keys, only `--dev` lets the coordinator start.
+    pub fn initial_keys(&self) -> Result<InitialKeys, String> {
+        if let Some(keys) = &self.api_keys {
+            return Ok(InitialKeys::Listed(keys.clone()));
+        }
+        if let Some(path) = &self.api_keys_file {
+            let (keys, text) = file::load(path)?;
+            return Ok(InitialKeys::File {
+                path: path.clone(),
+                keys,
+                text,
+            });
+        }
+        if self.dev {
+            return Ok(InitialKeys::Development(KeySet::development(DEV_API_KEY)));
+        }
+        Err(NO_KEYS.to_owned())
     }
+
+    pub fn api_keys_file_poll(&self) -> Duration {
+        Duration::from_secs(self.api_keys_file_poll_secs)
+    }
+}
+
+/// Where the API keys come from.
+#[derive(Debug)]
+pub enum InitialKeys {
+    /// `CLARION_API_KEYS`.
+    Listed(KeySet),
+    /// `CLARION_API_KEYS_FILE`, with the text read (to notice changes).
+    File {
+        path: PathBuf,
+        keys: KeySet,
+        text: String,
+    },
+    /// `--dev`: the development key only.
+    Development(KeySet),
 }
 
 /// Data hygiene: the stale-registration purge and the retention of
@@ -263,5 +326,29 @@ mod tests {
         .unwrap();
         assert!(off.hygiene.plan().is_idle());
         assert!(super::Settings::try_parse_from(["clarion-coordinator", "--hygiene-batch-size=0"]).is_err());
+    }
+
+    fn parse(args: &[&str]) -> Result<super::Settings, clap::Error> {
+        use clap::Parser;
+        super::Settings::try_parse_from(std::iter::once("clarion-coordinator").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn without_keys_only_dev_mode_starts() {
+        let err = parse(&[]).unwrap().initial_keys().unwrap_err();
+        assert!(err.contains("CLARION_API_KEYS") && err.contains("--dev"), "{err}");
+        let dev = parse(&["--dev"]).unwrap().initial_keys().unwrap();
+        assert!(
+            matches!(dev, super::InitialKeys::Development(keys) if keys.identify("dev-admin-key").is_some())
+        );
+        let listed = parse(&["--api-keys=k=send"]).unwrap().initial_keys().unwrap();
+        assert!(
+            matches!(listed, super::InitialKeys::Listed(keys) if keys.identify("dev-admin-key").is_none())
+        );
+    }
+
+    #[test]
+    fn keys_and_a_keys_file_are_exclusive() {
+        assert!(parse(&["--api-keys=k=send", "--api-keys-file=/nonexistent"]).is_err());
     }
 }

@@ -31,6 +31,9 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("{0}")]
     Conflict(String),
+    /// The key's send allowance (`sends_per_minute`) is used up.
+    #[error("this API key may send {per_minute} notifications a minute; retry in {retry_after_secs} s")]
+    RateLimited { per_minute: u32, retry_after_secs: u64 },
     /// A dependency (database, broker) is unavailable; retry later.
     #[error("{0}")]
     Unavailable(String),
@@ -51,6 +54,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => "payload-too-large",
             ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
             ApiError::Conflict(_) => "conflict",
+            ApiError::RateLimited { .. } => "rate-limited",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Internal(_) => "internal",
         }
@@ -66,6 +70,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => "Request body too large",
             ApiError::UnsupportedMediaType(_) => "Unsupported media type",
             ApiError::Conflict(_) => "Conflict",
+            ApiError::RateLimited { .. } => "Too many sends",
             ApiError::Unavailable(_) => "Service unavailable",
             ApiError::Internal(_) => "Internal error",
         }
@@ -112,6 +117,7 @@ impl ResponseError for ApiError {
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -139,6 +145,9 @@ impl ResponseError for ApiError {
         }
         if matches!(self, ApiError::Unavailable(_)) {
             response.insert_header((header::RETRY_AFTER, "5"));
+        }
+        if let ApiError::RateLimited { retry_after_secs, .. } = self {
+            response.insert_header((header::RETRY_AFTER, retry_after_secs.to_string()));
         }
         response.json(problem)
     }

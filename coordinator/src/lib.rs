@@ -39,6 +39,8 @@ use crate::actors::job_relay::JobRelay;
 use crate::actors::topic_counter::TopicCounter;
 use crate::actors::watchdog::Watchdog;
 use crate::api::AppState;
+use crate::auth::ApiKeys;
+use crate::config::InitialKeys;
 pub use crate::config::Settings;
 use crate::handlers::cleanup::CleanupHandler;
 use crate::handlers::dead_letters::DeadLetterHandler;
@@ -59,6 +61,9 @@ const DATABASE_STARTUP_PATIENCE: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// No API keys, or keys that cannot be used.
+    #[error("{0}")]
+    ApiKeys(String),
     #[error(transparent)]
     Database(#[from] db::DbError),
     #[error(transparent)]
@@ -80,6 +85,8 @@ pub struct Coordinator {
     relay: Addr<JobRelay>,
     watchdog: Addr<Watchdog>,
     hygiene: Addr<Hygiene>,
+    /// Re-reads the API keys file, when the keys come from one.
+    keys_file_watch: Option<tokio::task::JoinHandle<()>>,
     readiness: Readiness,
     grace: Duration,
 }
@@ -107,6 +114,9 @@ impl Coordinator {
         let _ = self.relay.send(Stop).await;
         let _ = self.watchdog.send(Stop).await;
         let _ = self.hygiene.send(Stop).await;
+        if let Some(watch) = &self.keys_file_watch {
+            watch.abort();
+        }
         let consumers = self.consumers.reports.iter().map(|a| a.clone().recipient());
         let consumers = consumers
             .chain(self.consumers.dead_letters.iter().map(|a| a.clone().recipient()))
@@ -120,11 +130,21 @@ impl Coordinator {
 
 /// Migrates the database, starts the actors and the HTTP server.
 pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
-    if settings.accepts_dev_key() {
-        warn!(
-            "CLARION_API_KEYS is not set: the development key `dev-admin-key` is accepted; never run like this in production"
-        );
-    }
+    let (keys, keys_file) = match settings.initial_keys().map_err(StartError::ApiKeys)? {
+        InitialKeys::Listed(keys) => (keys, None),
+        InitialKeys::File { path, keys, text } => (keys, Some((path, text))),
+        InitialKeys::Development(keys) => {
+            warn!(
+                "development mode (--dev): no API keys configured, the well-known key `dev-admin-key` (scope admin) is accepted; never run like this in production"
+            );
+            (keys, None)
+        }
+    };
+    let api_keys = ApiKeys::new(keys);
+    let keys_file_watch = keys_file.map(|(path, text)| {
+        info!(path = %path.display(), "API keys from a file, re-read when it changes");
+        auth::file::watch(path, api_keys.clone(), text, settings.api_keys_file_poll())
+    });
     migrations::run_when_reachable(&settings.database.url, DATABASE_STARTUP_PATIENCE).await?;
     let pool = db::pool(&settings.database, "clarion-coordinator")?;
     let names = Names::new(settings.broker.namespace.clone());
@@ -198,7 +218,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         max_topics_per_device: settings.max_topics_per_device,
         topic_count_max_age: settings.topic_count_max_age(),
     });
-    let keys = web::Data::new(settings.api_keys.clone());
+    let keys = web::Data::new(api_keys);
     let readiness = Readiness::new(Some(pool), Some(broker));
     let health = web::Data::new(readiness.clone());
 
@@ -207,6 +227,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
             .app_data(state.clone())
             .app_data(keys.clone())
             .app_data(health.clone())
+            .wrap(actix_web::middleware::from_fn(api::audit::audit_admin_use))
             .wrap(actix_web::middleware::from_fn(api::middleware::observe))
             .configure(api::configure)
     });
@@ -236,6 +257,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         relay,
         watchdog,
         hygiene,
+        keys_file_watch,
         readiness,
         grace: settings.shutdown.grace(),
     })

@@ -12,6 +12,9 @@
 //!    after a restart). So the 202 means the plan is durable, the answer
 //!    never waits on the broker, no job is published before its
 //!    notification is committed, and a re-sent id is never published twice.
+//!
+//! The send is recorded in the audit log in that same transaction (a
+//! replayed id too, as `replayed`).
 
 use actix::Addr;
 use clarion_proto::Notification;
@@ -24,9 +27,11 @@ use uuid::Uuid;
 
 use crate::actors::job_relay::{JobRelay, JobsCommitted};
 use crate::actors::topic_counter::{PeekTopicCounts, TopicCounter};
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::planning::{AudienceEstimate, plan};
 use crate::store::StoreError;
+use crate::store::audit::{self, Action};
 use crate::store::notifications::{self as store, Status};
 use crate::store::outbox;
 
@@ -53,11 +58,11 @@ pub async fn accept(
     sending: Sending<'_>,
     id: Uuid,
     notification: Notification,
-    api_key_id: &str,
+    caller: &Caller,
 ) -> Result<Accepted, ApiError> {
     let trace_id = trace_id_of(&tracing::Span::current());
     let mut conn = sending.pool.get().await.map_err(DbError::from)?;
-    store::insert_if_absent(&*conn, id, &notification, api_key_id, trace_id.as_deref()).await?;
+    store::insert_if_absent(&*conn, id, &notification, &caller.key_id, trace_id.as_deref()).await?;
 
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     let stored = store::lock(&tx, id)
@@ -69,6 +74,8 @@ pub async fn accept(
         )));
     }
     if stored.status != Status::Accepted || stored.jobs_planned > 0 {
+        audit::record(&tx, caller, Action::Send, &id.to_string(), "replayed").await?;
+        tx.commit().await.map_err(StoreError::from)?;
         return Ok(Accepted::Replay {
             status: stored.status,
         });
@@ -113,6 +120,7 @@ pub async fn accept(
     }
     .instrument(span)
     .await?;
+    audit::record(&tx, caller, Action::Send, &id.to_string(), "accepted").await?;
     tx.commit().await.map_err(StoreError::from)?;
     // A nudge, not a hand-over: the relay finds committed jobs by itself, so
     // a full mailbox (nudges already waiting) loses nothing.

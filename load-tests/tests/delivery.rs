@@ -5,7 +5,9 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use clarion_load_tests::mocks::{FaultConfig, digest};
-use clarion_load_tests::testkit::{Cluster, ClusterOptions, Device, alternating_devices, seed_devices};
+use clarion_load_tests::testkit::{
+    ADMIN_KEY, Cluster, ClusterOptions, Device, alternating_devices, seed_devices,
+};
 use clarion_proto::Platform;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -209,6 +211,49 @@ async fn a_burst_of_invalid_tokens_deletes_nothing_and_marks_the_notification() 
         registered(&cluster, &everyone).await.len(),
         100,
         "the audience is intact"
+    );
+
+    // The kept tokens stay held (cleanups arriving after completion too)
+    // until an admin, having checked, releases them: exactly those go.
+    let held_path = format!("{}/api/v1/notifications/{id}/held", cluster.base);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let held: Value = cluster
+            .http
+            .get(&held_path)
+            .bearer_auth(ADMIN_KEY)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if held["total"] == 15 {
+            assert_eq!(
+                held["segments"],
+                json!([{"segment": "ios/production", "gone": 0, "invalid": 15, "total": 15}])
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "15 tokens held: {held}");
+        actix_web::rt::time::sleep(Duration::from_millis(100)).await;
+    }
+    let released: Value = cluster
+        .http
+        .post(format!("{held_path}/release"))
+        .bearer_auth(ADMIN_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(released["registrations_deleted"], 15, "{released}");
+    let left = registered(&cluster, &everyone).await;
+    assert_eq!(left.len(), 85);
+    assert!(
+        ios[..15].iter().all(|token| !left.contains(token)),
+        "the invalid ones went"
     );
     cluster.stop().await;
 }

@@ -3,6 +3,8 @@
 //! Topic names hold `/` (`breaking/uk`), so every path that ends in a topic
 //! matches the rest of the path (`{topic:.+}`).
 
+pub mod audit;
+pub mod held;
 pub mod middleware;
 pub mod notifications;
 pub mod openapi;
@@ -54,6 +56,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .error_handler(|err, _req| ApiError::from_json_error(&err).into()),
         )
         .app_data(
+            web::QueryConfig::default()
+                .error_handler(|err, _req| ApiError::Invalid(format!("invalid query: {err}")).into()),
+        )
+        .app_data(
             web::PathConfig::default()
                 .error_handler(|err, _req| ApiError::Invalid(format!("invalid path: {err}")).into()),
         )
@@ -67,6 +73,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(notifications::send_notification)
         .service(notifications::get_notification)
         .service(notifications::cancel_notification)
+        .service(held::get_held)
+        .service(held::release_held)
+        .service(held::discard_held)
+        .service(audit::get_audit)
         .default_service(web::to(not_found));
 }
 

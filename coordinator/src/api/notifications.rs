@@ -21,6 +21,7 @@ use crate::progress::completion::announce;
 use crate::progress::settle_cancelled;
 use crate::progress::timings::{Timings, reachable, timings};
 use crate::sending::{Accepted, Sending, accept};
+use crate::store::audit::{self, Action};
 use crate::store::notifications::{self as store, Cancel, PlatformDelivery, StoredNotification};
 
 /// A breaking-news alert for one or more topics. No text field may hold a
@@ -279,6 +280,7 @@ fn self_link(id: Uuid) -> Links {
         (status = 409, description = "This id was sent before with other content", body = Problem, content_type = "application/problem+json"),
         (status = 413, body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Payload too large for APNs/FCM, bad topics, URLs, TTL or data keys", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The key's `sends_per_minute` is used up; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json", headers(("Retry-After" = u64, description = "Seconds until the key may send again (at least 1)"))),
         (status = 503, description = "The database is unavailable: the plan was not committed; send the same id again", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -293,6 +295,8 @@ pub async fn send_notification(
     let notification = notification
         .validated()
         .map_err(|err| ApiError::Invalid(err.to_string()))?;
+    // Every valid send counts against the key's allowance, replays too.
+    caller.check_send_rate()?;
     let id = id.unwrap_or_else(Uuid::now_v7);
     let span = tracing::info_span!(
         "send notification",
@@ -306,9 +310,7 @@ pub async fn send_notification(
         relay: &state.relay,
         tokens_per_job: state.tokens_per_job,
     };
-    let accepted = accept(sending, id, notification, &caller.key_id)
-        .instrument(span)
-        .await;
+    let accepted = accept(sending, id, notification, &caller).instrument(span).await;
     let outcome = match &accepted {
         Ok(Accepted::New { .. }) => "accepted",
         Ok(Accepted::Replay { .. }) => "replayed",
@@ -406,7 +408,9 @@ pub async fn cancel_notification(
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Send)?;
     let id = id.into_inner();
-    match store::cancel(&state.pool, id).await? {
+    let mut conn = state.pool.get().await.map_err(DbError::from)?;
+    let tx = conn.transaction().await?;
+    match store::cancel(&tx, id).await? {
         Cancel::Unknown => return Err(ApiError::NotFound(format!("no notification {id}"))),
         Cancel::AlreadyComplete => {
             return Err(ApiError::Conflict(format!(
@@ -415,6 +419,9 @@ pub async fn cancel_notification(
         }
         Cancel::Cancelled => {}
     }
+    audit::record(&tx, &caller, Action::Cancel, &id.to_string(), "").await?;
+    tx.commit().await?;
+    drop(conn);
     if let Some(completion) = settle_cancelled(&state.pool, id, state.valve).await? {
         announce(id, &completion, state.valve);
     }

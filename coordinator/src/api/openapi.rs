@@ -7,7 +7,7 @@ use actix_web::{HttpResponse, get};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{notifications, registrations, topics};
+use super::{audit, held, notifications, registrations, topics};
 use crate::error::Problem;
 use clarion_runtime::health;
 
@@ -33,6 +33,10 @@ use clarion_runtime::health;
         notifications::send_notification,
         notifications::get_notification,
         notifications::cancel_notification,
+        held::get_held,
+        held::release_held,
+        held::discard_held,
+        audit::get_audit,
     ),
     components(schemas(Problem)),
     modifiers(&BearerKey),
@@ -40,6 +44,8 @@ use clarion_runtime::health;
         (name = "registrations", description = "Devices and the topics they follow (scope `register`)"),
         (name = "topics", description = "Topic sizes (scope `send` or `admin`)"),
         (name = "notifications", description = "Sending alerts and following them (scope `send`)"),
+        (name = "held", description = "Tokens a tripped safety valve kept: look, release or discard (scope `admin`, audited)"),
+        (name = "audit", description = "Who did what (scope `admin`)"),
         (name = "health", description = "Liveness and readiness (open)"),
         (name = "meta", description = "This document (open)"),
     )

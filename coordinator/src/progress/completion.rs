@@ -7,8 +7,9 @@
 //! and invalid are compared with the thresholds, so a small segment that
 //! is wholly misconfigured (a wrong bundle id for 40 iOS devices beside 960
 //! Android ones) is caught, and a provider answering "gone" to everything
-//! wipes no audience. A tripped segment's held tokens are all kept, the
-//! notification names it as suspect, and never counts as meeting 90in2.
+//! wipes no audience. A tripped segment's held tokens are all kept (and
+//! stay held until an admin releases or discards them, `crate::api::held`),
+//! the notification names it as suspect, and never counts as meeting 90in2.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

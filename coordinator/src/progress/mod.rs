@@ -5,6 +5,7 @@
 //! handlers in [`crate::handlers`] call in here.
 
 pub mod completion;
+pub mod held;
 pub mod timings;
 
 use clarion_proto::platform::segment;
@@ -69,7 +70,8 @@ pub enum Cleaned {
     Deleted(u64),
     /// Gone or invalid tokens held until the notification completes.
     Held(u64),
-    /// Tokens not deleted: their segment tripped the safety valve.
+    /// Tokens not deleted: their segment tripped the safety valve. They
+    /// are held until an admin releases or discards them.
     Kept,
     UnknownNotification,
 }
@@ -92,7 +94,11 @@ pub async fn record_cleanup(pool: &PgPool, cleanup: &TokenCleanup) -> Result<Cle
     };
     let cleaned = match view.decision {
         None => Cleaned::Held(hold_tokens(&tx, id, reason, segment, &cleanup.tokens).await?),
-        Some(_) if view.suspect_segments.iter().any(|s| s == segment) => Cleaned::Kept,
+        Some(_) if view.suspect_segments.iter().any(|s| s == segment) => {
+            // Kept, and held for an admin to release or discard.
+            hold_tokens(&tx, id, reason, segment, &cleanup.tokens).await?;
+            Cleaned::Kept
+        }
         Some(_) => Cleaned::Deleted(delete_registrations(&tx, id, &cleanup.tokens, view.created_at).await?),
     };
     tx.commit().await?;

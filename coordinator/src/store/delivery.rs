@@ -217,7 +217,8 @@ pub async fn accept_histogram(client: &impl GenericClient, id: Uuid) -> Result<V
 }
 
 /// Takes the tokens held for the notification outside the `kept`
-/// segments; every held row of the notification is removed.
+/// segments; the held rows of the `kept` segments stay, for an admin to
+/// release or discard (`crate::api::held`).
 pub async fn take_held_tokens(
     tx: &Transaction<'_>,
     id: Uuid,
@@ -225,8 +226,7 @@ pub async fn take_held_tokens(
 ) -> Result<Vec<String>, StoreError> {
     Ok(tx
         .query(
-            "WITH taken AS (DELETE FROM held_tokens WHERE notification_id = $1 RETURNING token, segment)
-             SELECT token FROM taken WHERE NOT (segment = ANY($2))",
+            "DELETE FROM held_tokens WHERE notification_id = $1 AND NOT (segment = ANY($2)) RETURNING token",
             &[&id, &kept],
         )
         .await?

@@ -2,7 +2,9 @@
 //! move together). The store decides nothing: what the rows mean for a
 //! notification's progress lives in [`crate::progress`].
 
+pub mod audit;
 pub mod delivery;
+pub mod held;
 pub mod hygiene;
 pub mod notifications;
 pub mod outbox;

@@ -310,10 +310,10 @@ pub enum Cancel {
     Unknown,
 }
 
-/// Marks a notification cancelled unless it is complete.
-pub async fn cancel(pool: &PgPool, id: Uuid) -> Result<Cancel, StoreError> {
-    let conn = pool.get().await.map_err(DbError::from)?;
-    let row = conn
+/// Marks a notification cancelled unless it is complete (in the caller's
+/// transaction, which also records the cancel in the audit log).
+pub async fn cancel(tx: &Transaction<'_>, id: Uuid) -> Result<Cancel, StoreError> {
+    let row = tx
         .query_opt(
             "UPDATE notifications
                 SET status = CASE WHEN status = 'complete' THEN status ELSE 'cancelled' END,

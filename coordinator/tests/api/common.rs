@@ -25,21 +25,27 @@ impl TestCoordinator {
 
     /// Starts with extra command-line flags.
     pub async fn start_with(extra: &[&str]) -> Self {
+        let keys = format!("{REGISTER_KEY}=register,{SEND_KEY}=send,{ADMIN_KEY}=admin");
+        let mut args = vec![format!("--api-keys={keys}")];
+        args.extend(extra.iter().map(|arg| arg.to_string()));
+        Self::start_keyed(args).await
+    }
+
+    /// Starts with `args` and no keys but those `args` configure.
+    pub async fn start_keyed(extra: Vec<String>) -> Self {
         let db = TestDatabase::create().await;
         let namespace = TestNamespace::new();
         let broker = namespace.settings.clone();
-        let keys = format!("{REGISTER_KEY}=register,{SEND_KEY}=send,{ADMIN_KEY}=admin");
         let mut args = vec![
             "clarion-coordinator".to_owned(),
             "--http-addr=127.0.0.1:0".into(),
             "--http-workers=2".into(),
-            format!("--api-keys={keys}"),
             format!("--database-url={}", db.url),
             "--database-pool-size=8".into(),
             format!("--amqp-url={}", broker.url),
             format!("--amqp-namespace={}", broker.namespace),
         ];
-        args.extend(extra.iter().map(|arg| arg.to_string()));
+        args.extend(extra);
         let settings = Settings::try_parse_from(args).expect("valid test settings");
         let coordinator = clarion_coordinator::start(settings)
             .await
@@ -78,6 +84,24 @@ impl TestCoordinator {
             .send()
             .await
             .expect("request sent")
+    }
+
+    /// Sends a notification to `topics` with `key`.
+    pub async fn send(&self, key: &str, topics: &[&str]) -> Response {
+        self.request(Method::POST, "/api/v1/notifications", Some(key))
+            .json(&json!({"topics": topics, "body": "Something happened"}))
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    /// A SQL connection to the test database.
+    pub async fn sql(&self) -> tokio_postgres::Client {
+        let (client, connection) = tokio_postgres::connect(&self.db.url, tokio_postgres::NoTls)
+            .await
+            .expect("test connection to PostgreSQL");
+        actix_web::rt::spawn(connection);
+        client
     }
 
     pub async fn stop(mut self) {

@@ -1,11 +1,14 @@
 //! Black-box tests of the coordinator's HTTP API, against a real PostgreSQL
 //! database created for each test (and a real RabbitMQ for readiness).
 
+mod audit;
 mod auth;
 mod common;
 mod health;
+mod held;
 mod hygiene;
 mod migrations;
+mod posture;
 mod registrations;
 mod topics;
 mod validation;

@@ -24,6 +24,8 @@ use crate::mocks::{ApnsMock, ApnsMockConfig, FcmMock, FcmMockConfig};
 /// Keys the cluster's coordinator accepts.
 pub const APP_KEY: &str = "test-app-key";
 pub const DESK_KEY: &str = "test-desk-key";
+/// For the admin endpoints (held tokens, audit log).
+pub const ADMIN_KEY: &str = "test-admin-key";
 
 /// Extra flags for each kind of service.
 #[derive(Debug, Clone, Default)]
@@ -134,7 +136,7 @@ impl Cluster {
             "clarion-coordinator".to_owned(),
             "--http-addr=127.0.0.1:0".into(),
             "--http-workers=2".into(),
-            format!("--api-keys={APP_KEY}=register,{DESK_KEY}=send"),
+            format!("--api-keys={APP_KEY}=register,{DESK_KEY}=send,{ADMIN_KEY}=admin"),
             format!("--database-url={}", db.url),
             "--database-pool-size=8".into(),
             format!("--amqp-url={}", broker.url),

@@ -7,5 +7,5 @@ mod cluster;
 pub mod otlp;
 mod seed;
 
-pub use cluster::{APP_KEY, Cluster, ClusterOptions, DESK_KEY, Mocks};
+pub use cluster::{ADMIN_KEY, APP_KEY, Cluster, ClusterOptions, DESK_KEY, Mocks};
 pub use seed::{Device, alternating_devices, seed_devices};

@@ -1,0 +1,215 @@
+//! API keys and scopes: `Authorization: Bearer <key>` on every endpoint but
+//! the open ones. Keys come from `CLARION_API_KEYS` (`key=scope+scope,...`)
+//! or from a keys file re-read when it changes (`CLARION_API_KEYS_FILE`,
+//! [`file`]); one of the two is required unless `--dev` is given.
+//!
+//! A caller is identified by its key's name and a short fingerprint of the
+//! key ([`keys`]), never by the key; a key may carry a send rate ([`rate`]).
+
+pub mod file;
+pub mod keys;
+pub mod rate;
+
+use std::future::{Ready, ready};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::{FromRequest, HttpMessage, HttpRequest, dev::Payload, http::header, web};
+use arc_swap::ArcSwap;
+
+use crate::error::ApiError;
+pub use keys::KeySet;
+use rate::SendLimit;
+
+/// The well-known development key, accepted only with `--dev`.
+pub const DEV_API_KEY: &str = "dev-admin-key";
+
+/// What a key may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Register and unregister devices (the apps).
+    Register,
+    /// Send, follow and cancel notifications; read topic sizes (the newsroom).
+    Send,
+    /// Everything, including operational endpoints.
+    Admin,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Register => "register",
+            Scope::Send => "send",
+            Scope::Admin => "admin",
+        }
+    }
+
+    fn bit(self) -> u8 {
+        match self {
+            Scope::Register => 1,
+            Scope::Send => 2,
+            Scope::Admin => 4,
+        }
+    }
+
+    fn parse(name: &str) -> Result<Self, String> {
+        match name {
+            "register" => Ok(Scope::Register),
+            "send" => Ok(Scope::Send),
+            "admin" => Ok(Scope::Admin),
+            other => Err(format!(
+                "unknown scope {other:?}: expected register, send or admin"
+            )),
+        }
+    }
+}
+
+/// The keys in force: swapped whole when the keys file changes, read
+/// without a lock by every request.
+#[derive(Clone, Debug)]
+pub struct ApiKeys {
+    current: Arc<ArcSwap<KeySet>>,
+}
+
+impl ApiKeys {
+    pub fn new(keys: KeySet) -> Self {
+        Self {
+            current: Arc::new(ArcSwap::from_pointee(keys)),
+        }
+    }
+
+    /// The keys in force now.
+    pub fn current(&self) -> Arc<KeySet> {
+        self.current.load_full()
+    }
+
+    /// Puts `keys` in force for every request from now on.
+    pub fn replace(&self, keys: KeySet) {
+        self.current.store(Arc::new(keys));
+    }
+
+    /// The caller holding `key`, if it is one of the keys in force.
+    pub fn identify(&self, key: &str) -> Option<Caller> {
+        self.current.load().identify(key)
+    }
+}
+
+/// An authenticated caller; extract it in a handler, then `require` a scope.
+#[derive(Clone)]
+pub struct Caller {
+    /// Fingerprint of the caller's key (12 hex characters).
+    pub key_id: String,
+    /// The key's name in the keys file (its fingerprint otherwise).
+    pub key_name: String,
+    scopes: u8,
+    send_limit: Option<Arc<SendLimit>>,
+}
+
+impl std::fmt::Debug for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caller")
+            .field("key_id", &self.key_id)
+            .field("key_name", &self.key_name)
+            .field("scopes", &self.scopes)
+            .finish()
+    }
+}
+
+impl Caller {
+    /// Ok when the key holds `scope` (or `admin`), 403 otherwise.
+    pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
+        if self.scopes & (scope.bit() | Scope::Admin.bit()) != 0 {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden(scope))
+        }
+    }
+
+    /// Whether the key holds the `admin` scope (its every use is audited).
+    pub fn is_admin(&self) -> bool {
+        self.scopes & Scope::Admin.bit() != 0
+    }
+
+    /// Takes one send from the key's allowance: 429 with the seconds to
+    /// wait when it is used up; always Ok for a key without a limit.
+    pub fn check_send_rate(&self) -> Result<(), ApiError> {
+        let Some(limit) = &self.send_limit else {
+            return Ok(());
+        };
+        limit.check().map_err(|wait| {
+            metrics::counter!("clarion_api_sends_rate_limited_total").increment(1);
+            ApiError::RateLimited {
+                per_minute: limit.per_minute_rate(),
+                retry_after_secs: whole_seconds(wait),
+            }
+        })
+    }
+}
+
+/// A wait in whole seconds, rounded up, at least 1 (for `Retry-After`).
+fn whole_seconds(wait: Duration) -> u64 {
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    secs.max(1)
+}
+
+impl FromRequest for Caller {
+    type Error = ApiError;
+    type Future = Ready<Result<Caller, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _payload: &mut Payload) -> Self::Future {
+        let caller = authenticate(req);
+        if let Ok(caller) = &caller {
+            // For the audit of admin keys' use (see `api::audit`).
+            req.extensions_mut().insert(caller.clone());
+        }
+        ready(caller)
+    }
+}
+
+fn authenticate(req: &HttpRequest) -> Result<Caller, ApiError> {
+    let keys = req
+        .app_data::<web::Data<ApiKeys>>()
+        .ok_or_else(|| ApiError::Internal("API keys are not configured on this app".into()))?;
+    let header = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .ok_or(ApiError::Unauthenticated(
+            "missing `Authorization: Bearer <key>` header",
+        ))?;
+    let key = header
+        .to_str()
+        .ok()
+        .and_then(|value| {
+            value
+                .strip_prefix("Bearer ")
+                .or_else(|| value.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .ok_or(ApiError::Unauthenticated(
+            "the Authorization header is not `Bearer <key>`",
+        ))?;
+    keys.identify(key)
+        .ok_or(ApiError::Unauthenticated("unknown API key"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaced_keys_are_in_force_at_once() {
+        let keys = ApiKeys::new(KeySet::parse("old=send").unwrap());
+        assert!(keys.identify("old").is_some());
+        keys.replace(KeySet::parse("new=send").unwrap());
+        assert!(keys.identify("old").is_none());
+        assert!(keys.identify("new").is_some());
+    }
+
+    #[test]
+    fn retry_after_is_whole_seconds_rounded_up() {
+        assert_eq!(whole_seconds(Duration::from_millis(1)), 1);
+        assert_eq!(whole_seconds(Duration::ZERO), 1);
+        assert_eq!(whole_seconds(Duration::from_millis(29_001)), 30);
+        assert_eq!(whole_seconds(Duration::from_secs(30)), 30);
+    }
+}
