@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::progress::completion::Valve;
 use clap::Parser;
 use clarion_runtime::telemetry::OtlpSettings;
-use clarion_runtime::{BrokerSettings, DatabaseSettings, LogSettings, ShutdownSettings};
+use clarion_runtime::{BrokerSettings, DatabaseSettings, LogSettings, ShutdownSettings, TlsSettings};
 
 use crate::auth::ApiKeys;
 
@@ -124,6 +124,9 @@ pub struct Settings {
 
     #[command(flatten)]
     pub broker: BrokerSettings,
+
+    #[command(flatten)]
+    pub tls: TlsSettings,
 
     #[command(flatten)]
     pub log: LogSettings,
