@@ -7,6 +7,7 @@
 mod cluster;
 pub mod otlp;
 mod seed;
+pub mod tls_servers;
 
 pub use cluster::{APP_KEY, Cluster, ClusterOptions, ClusterServers, DESK_KEY, Mocks};
 pub use seed::{Device, alternating_devices, seed_devices};
