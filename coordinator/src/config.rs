@@ -10,7 +10,7 @@ use crate::progress::completion::Valve;
 use clap::Parser;
 use clap::builder::BoolishValueParser;
 use clarion_runtime::telemetry::OtlpSettings;
-use clarion_runtime::{BrokerSettings, DatabaseSettings, LogSettings, ShutdownSettings};
+use clarion_runtime::{BrokerSettings, DatabaseSettings, LogSettings, ShutdownSettings, TlsSettings};
 
 use crate::auth::{DEV_API_KEY, KeySet, file};
 
@@ -157,6 +157,9 @@ pub struct Settings {
 
     #[command(flatten)]
     pub broker: BrokerSettings,
+
+    #[command(flatten)]
+    pub tls: TlsSettings,
 
     #[command(flatten)]
     pub log: LogSettings,

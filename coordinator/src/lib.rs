@@ -26,10 +26,12 @@ use actix::{Actor, Addr};
 use actix_web::dev::ServerHandle;
 use actix_web::{App, HttpServer, web};
 use clarion_proto::Names;
+use clarion_runtime::amqp;
 use clarion_runtime::amqp::consumer::{ConsumerSpec, QueueConsumer, stop_recipients};
 use clarion_runtime::amqp::publisher::Publisher;
 use clarion_runtime::health::Readiness;
 use clarion_runtime::telemetry::TraceService;
+use clarion_runtime::tls::{LINK_CHECK_TIMEOUT, LinkError, TlsError, Trust};
 use clarion_runtime::{BrokerLink, db};
 use tracing::{info, warn};
 
@@ -68,6 +70,10 @@ pub enum StartError {
     Database(#[from] db::DbError),
     #[error(transparent)]
     Migrations(#[from] MigrationError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error(transparent)]
+    Link(#[from] LinkError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -145,11 +151,14 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         info!(path = %path.display(), "API keys from a file, re-read when it changes");
         auth::file::watch(path, api_keys.clone(), text, settings.api_keys_file_poll())
     });
-    migrations::run_when_reachable(&settings.database.url, DATABASE_STARTUP_PATIENCE).await?;
-    let pool = db::pool(&settings.database, "clarion-coordinator")?;
+    let trust = Trust::load(&settings.tls)?;
+    migrations::run_when_reachable(&settings.database.url, &trust, DATABASE_STARTUP_PATIENCE).await?;
+    amqp::connect::check_tls(&settings.broker.url, &trust, LINK_CHECK_TIMEOUT).await?;
+    let pool = db::pool(&settings.database, &trust, "clarion-coordinator")?;
     let names = Names::new(settings.broker.namespace.clone());
     let broker = BrokerLink::spawn(
         settings.broker.url.clone(),
+        trust.clone(),
         "clarion-coordinator".into(),
         names.clone(),
     );
@@ -160,7 +169,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
     let relay = JobRelay::new(pool.clone(), broker.clone(), names.clone()).start();
     let watchdog = Watchdog::new(pool.clone(), settings.stall()).start();
     let hygiene = Hygiene::new(
-        db::Manager::new(&settings.database, "clarion-coordinator-hygiene")?,
+        db::Manager::new(&settings.database, &trust, "clarion-coordinator-hygiene")?,
         settings.hygiene.plan(),
         settings.hygiene.interval(),
     )

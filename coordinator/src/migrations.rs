@@ -4,11 +4,16 @@
 //! Several coordinator replicas may start at once: each takes a PostgreSQL
 //! advisory lock first, so exactly one applies the pending migrations and the
 //! others find nothing left to do.
+//!
+//! The migration session is opened as the URL's `sslmode` says, like the
+//! pool's; a failed TLS handshake ends the start at once (it will not fix
+//! itself), while an unreachable database is waited for.
 
 use std::time::{Duration, Instant};
 
 use clarion_runtime::backoff::Backoff;
-use tokio_postgres::NoTls;
+use clarion_runtime::pg_connect::{PgTarget, TargetError};
+use clarion_runtime::tls::{LinkError, TlsError, Trust};
 use tracing::{info, warn};
 
 mod embedded {
@@ -20,6 +25,12 @@ const MIGRATION_LOCK_KEY: i64 = 0x0043_6c61_7269_6f6e;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MigrationError {
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error(transparent)]
+    Tls(#[from] LinkError),
+    #[error(transparent)]
+    Trust(#[from] TlsError),
     #[error("cannot connect to PostgreSQL to migrate: {0}")]
     Connect(#[source] tokio_postgres::Error),
     #[error("cannot take the migration lock: {0}")]
@@ -33,12 +44,27 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest a migration waits for a table lock.
 const TABLE_LOCK_PATIENCE: Duration = Duration::from_secs(15);
 
-/// Applies every pending migration; returns the names of those applied.
+/// Applies every pending migration, trusting the system roots only;
+/// returns the names of those applied.
 pub async fn run(database_url: &str) -> Result<Vec<String>, MigrationError> {
-    let mut config: tokio_postgres::Config = database_url.parse().map_err(MigrationError::Connect)?;
-    config.connect_timeout(CONNECT_TIMEOUT);
-    let (mut client, connection) = config.connect(NoTls).await.map_err(MigrationError::Connect)?;
-    let driver = tokio::spawn(connection);
+    let trust = Trust::load(&clarion_runtime::TlsSettings::default())?;
+    run_with(database_url, &trust).await
+}
+
+/// Applies every pending migration over a session trusting what `trust`
+/// trusts; returns the names of those applied.
+pub async fn run_with(database_url: &str, trust: &Trust) -> Result<Vec<String>, MigrationError> {
+    let mut target = PgTarget::new(database_url, trust)?;
+    target.config_mut().connect_timeout(CONNECT_TIMEOUT);
+    let (mut client, driver) = match target.connect().await {
+        Ok(connected) => connected,
+        Err(err) => {
+            return Err(match target.tls_failure(&err) {
+                Some(tls) => MigrationError::Tls(tls),
+                None => MigrationError::Connect(err),
+            });
+        }
+    };
     client
         .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_KEY])
         .await
@@ -73,12 +99,13 @@ pub async fn run(database_url: &str) -> Result<Vec<String>, MigrationError> {
 /// returned at once.
 pub async fn run_when_reachable(
     database_url: &str,
+    trust: &Trust,
     patience: Duration,
 ) -> Result<Vec<String>, MigrationError> {
     let deadline = Instant::now() + patience;
     let mut backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(5));
     loop {
-        match run(database_url).await {
+        match run_with(database_url, trust).await {
             Err(MigrationError::Connect(err)) if Instant::now() < deadline => {
                 let delay = backoff.next_delay();
                 warn!(error = %err, retry_in_ms = delay.as_millis() as u64, "database not reachable yet");

@@ -1,13 +1,12 @@
 //! The dispatcher's settings (`clarion-dispatcher --help` lists them).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser};
 use clarion_proto::Platform;
 use clarion_runtime::telemetry::OtlpSettings;
-use clarion_runtime::{BrokerSettings, LogSettings, ShutdownSettings};
+use clarion_runtime::{BrokerSettings, LogSettings, ShutdownSettings, TlsSettings};
 
 use crate::apns::ApnsSettings;
 use crate::fcm::FcmSettings;
@@ -47,6 +46,9 @@ pub struct Settings {
     pub broker: BrokerSettings,
 
     #[command(flatten)]
+    pub tls: TlsSettings,
+
+    #[command(flatten)]
     pub log: LogSettings,
 
     #[command(flatten)]
@@ -59,11 +61,6 @@ pub struct Settings {
 /// How batches are delivered.
 #[derive(Debug, Clone, Args)]
 pub struct DeliverySettings {
-    /// PEM certificates trusted in addition to the built-in roots, by every
-    /// outbound TLS client (APNs, FCM, the OAuth2 token fetch).
-    #[arg(long = "extra-ca-file", env = "CLARION_EXTRA_CA_FILE")]
-    pub extra_ca_file: Option<PathBuf>,
-
     /// Persistent HTTP/2 connections per provider endpoint.
     #[arg(
         long = "dispatch-connections",

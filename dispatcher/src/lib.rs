@@ -23,12 +23,14 @@ use std::sync::Arc;
 use actix::{Arbiter, Recipient};
 use clarion_proto::{Names, Platform};
 use clarion_runtime::BrokerLink;
+use clarion_runtime::amqp;
 use clarion_runtime::amqp::consumer::{ConsumerSpec, QueueConsumer, StopConsuming, stop_recipients};
 use clarion_runtime::amqp::control::{Cancellations, subscribe};
 use clarion_runtime::amqp::publisher::Publisher;
 use clarion_runtime::health::{HealthServer, Readiness};
 use clarion_runtime::recent::Recent;
 use clarion_runtime::telemetry::TraceService;
+use clarion_runtime::tls::{LINK_CHECK_TIMEOUT, LinkError, Trust};
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
@@ -64,6 +66,8 @@ pub enum StartError {
     Http(#[from] std::io::Error),
     #[error("the dispatch arbiter did not start")]
     Arbiter,
+    #[error(transparent)]
+    Link(#[from] LinkError),
 }
 
 /// A running dispatcher.
@@ -144,7 +148,12 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
             .build()
             .map_err(StartError::Runtime)?,
     ));
-    let tls = http2::client_config(delivery.extra_ca_file.as_deref(), &[b"h2"])
+    let extra_ca_file = settings.tls.extra_ca_file.clone();
+    let trust = Trust::load(&settings.tls).map_err(|err| StartError::Config(err.to_string()))?;
+    amqp::connect::check_tls(&settings.broker.url, &trust, LINK_CHECK_TIMEOUT)
+        .await
+        .map_err(StartError::Link)?;
+    let tls = http2::client_config(extra_ca_file.as_deref(), &[b"h2"])
         .map_err(|err| StartError::Config(err.to_string()))?;
     let limits = PoolLimits {
         connections: usize::from(delivery.connections),
@@ -155,17 +164,17 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
     let transport = Transport {
         tls,
         limits,
-        extra_ca_file: delivery.extra_ca_file.clone(),
+        extra_ca_file,
     };
     let health = Arc::new(PushHealth::new(delivery.not_ready_after()));
     let arbiter = Arbiter::new();
     // One line per channel (see `channel.rs` for what a new channel needs).
     let parts = match settings.platform {
         Platform::Ios => {
-            launch::<ApnsChannel>(&arbiter, &settings, transport, &runtime, health.clone()).await?
+            launch::<ApnsChannel>(&arbiter, &settings, trust, transport, &runtime, health.clone()).await?
         }
         Platform::Android => {
-            launch::<FcmChannel>(&arbiter, &settings, transport, &runtime, health.clone()).await?
+            launch::<FcmChannel>(&arbiter, &settings, trust, transport, &runtime, health.clone()).await?
         }
     };
     let (link, workers) = parts;
@@ -195,6 +204,7 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
 async fn launch<C: PushChannel>(
     arbiter: &Arbiter,
     settings: &Settings,
+    trust: Trust,
     transport: Transport,
     runtime: &DeliveryRuntime,
     health: Arc<PushHealth>,
@@ -206,7 +216,7 @@ async fn launch<C: PushChannel>(
         .await
         .map_err(|err| StartError::Config(err.to_string()))?
         .map_err(StartError::Config)?;
-    start_workers(arbiter, settings, channel, runtime.handle(), health).await
+    start_workers(arbiter, settings, trust, channel, runtime.handle(), health).await
 }
 
 /// Starts the consumers on the dispatch arbiter, where the broker link and
@@ -214,6 +224,7 @@ async fn launch<C: PushChannel>(
 async fn start_workers<C: PushChannel>(
     arbiter: &Arbiter,
     settings: &Settings,
+    trust: Trust,
     channel: C,
     runtime: tokio::runtime::Handle,
     health: Arc<PushHealth>,
@@ -245,6 +256,7 @@ async fn start_workers<C: PushChannel>(
         let names = Names::new(broker.namespace.clone());
         let link = BrokerLink::spawn(
             broker.url.clone(),
+            trust,
             format!("clarion-dispatcher-{platform}"),
             names.clone(),
         );

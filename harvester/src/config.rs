@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use clap::Parser;
 use clarion_runtime::telemetry::OtlpSettings;
-use clarion_runtime::{BrokerSettings, DatabaseSettings, LogSettings, ShutdownSettings};
+use clarion_runtime::{BrokerSettings, DatabaseSettings, LogSettings, ShutdownSettings, TlsSettings};
 
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -73,6 +73,9 @@ pub struct Settings {
 
     #[command(flatten)]
     pub broker: BrokerSettings,
+
+    #[command(flatten)]
+    pub tls: TlsSettings,
 
     #[command(flatten)]
     pub log: LogSettings,

@@ -17,11 +17,14 @@ use std::time::Duration;
 
 use actix::{Addr, Arbiter};
 use clarion_proto::Names;
+use clarion_runtime::amqp;
 use clarion_runtime::amqp::consumer::{ConsumerSpec, QueueConsumer, stop_all};
 use clarion_runtime::amqp::control::{Cancellations, subscribe};
 use clarion_runtime::amqp::publisher::Publisher;
 use clarion_runtime::health::{HealthServer, Readiness};
+use clarion_runtime::pg_connect::PgTarget;
 use clarion_runtime::telemetry::TraceService;
+use clarion_runtime::tls::{LINK_CHECK_TIMEOUT, LinkError, TlsError, Trust};
 use clarion_runtime::{BrokerLink, PgPool, db};
 use tokio::sync::oneshot;
 use tracing::{info, warn};
@@ -47,6 +50,10 @@ pub enum StartError {
     Http(#[from] std::io::Error),
     #[error("the harvest arbiter did not start")]
     Arbiter,
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error(transparent)]
+    Link(#[from] LinkError),
 }
 
 /// A running harvester.
@@ -89,12 +96,19 @@ type Parts = (PgPool, BrokerLink, Vec<Addr<QueueConsumer<ShardJobHandler>>>);
 /// Starts the harvest actors on their own arbiter and serves the health
 /// endpoints. Must run inside an actix `System`.
 pub async fn start(settings: Settings) -> Result<Harvester, StartError> {
+    // A link that asks for TLS must work before anything starts.
+    let trust = Trust::load(&settings.tls)?;
+    PgTarget::new(&settings.database.url, &trust)
+        .map_err(db::DbError::from)?
+        .check_tls(LINK_CHECK_TIMEOUT)
+        .await?;
+    amqp::connect::check_tls(&settings.broker.url, &trust, LINK_CHECK_TIMEOUT).await?;
     let arbiter = Arbiter::new();
     let (tx, rx) = oneshot::channel::<Result<Parts, StartError>>();
     let spawned = {
         let settings = settings.clone();
         arbiter.spawn(async move {
-            let _ = tx.send(start_workers(&settings));
+            let _ = tx.send(start_workers(&settings, trust));
         })
     };
     if !spawned {
@@ -119,12 +133,13 @@ pub async fn start(settings: Settings) -> Result<Harvester, StartError> {
 }
 
 /// Runs on the harvest arbiter: everything the actors use is created there.
-fn start_workers(settings: &Settings) -> Result<Parts, StartError> {
-    let pool = db::pool(&settings.database, "clarion-harvester")?;
+fn start_workers(settings: &Settings, trust: Trust) -> Result<Parts, StartError> {
+    let pool = db::pool(&settings.database, &trust, "clarion-harvester")?;
     clarion_runtime::metrics::watch_pool(pool.clone(), "harvester");
     let names = Names::new(settings.broker.namespace.clone());
     let link = BrokerLink::spawn(
         settings.broker.url.clone(),
+        trust,
         "clarion-harvester".into(),
         names.clone(),
     );

@@ -22,6 +22,7 @@ fn options(coordinator: &[&str], harvester: &[&str], dispatcher: &[&str]) -> Clu
         harvesters: 1,
         dispatcher: owned(dispatcher),
         dispatchers: true,
+        ..ClusterOptions::default()
     }
 }
 

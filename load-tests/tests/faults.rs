@@ -334,8 +334,12 @@ async fn a_poison_report_is_parked_at_once_fails_its_notification_and_holds_up_n
         .wait_for_status(&poisoned, WAIT, |s| s["status"] == "dispatching")
         .await;
 
-    let link =
-        clarion_runtime::BrokerLink::spawn(cluster.broker.url.clone(), "test".into(), cluster.names.clone());
+    let link = clarion_runtime::BrokerLink::spawn(
+        cluster.broker.url.clone(),
+        cluster.trust.clone(),
+        "test".into(),
+        cluster.names.clone(),
+    );
     let publisher = clarion_runtime::amqp::publisher::Publisher::new(link, cluster.names.clone());
     let report = poison_report(poisoned.parse().unwrap());
     publisher

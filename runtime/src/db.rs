@@ -14,21 +14,24 @@
 //! - each session runs with `statement_timeout` and
 //!   `idle_in_transaction_session_timeout`, so PostgreSQL itself ends a
 //!   runaway statement or a transaction left open by a stuck caller.
+//!
+//! Plain text or TLS as the URL's `sslmode` says: see [`crate::pg_connect`].
 
 use std::time::Duration;
 
-use tokio_postgres::{Client, NoTls};
-use tracing::debug;
+use tokio_postgres::Client;
 
+use crate::pg_connect::{PgTarget, TargetError};
 use crate::settings::DatabaseSettings;
+use crate::tls::Trust;
 
 pub type PgPool = bb8::Pool<Manager>;
 pub type PgConnection<'a> = bb8::PooledConnection<'a, Manager>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
-    #[error("invalid database URL: {0}")]
-    Url(#[source] tokio_postgres::Error),
+    #[error(transparent)]
+    Target(#[from] TargetError),
     #[error("no database connection available: {0}")]
     Pool(#[from] bb8::RunError<ConnectError>),
     #[error("database query failed: {0}")]
@@ -47,14 +50,15 @@ pub enum ConnectError {
 /// Opens and checks the pool's connections, each within the connect
 /// timeout.
 pub struct Manager {
-    config: tokio_postgres::Config,
+    target: PgTarget,
     connect_timeout: Duration,
 }
 
 impl Manager {
     /// The connection settings `settings` describe, for `application_name`.
-    pub fn new(settings: &DatabaseSettings, application_name: &str) -> Result<Self, DbError> {
-        let mut config: tokio_postgres::Config = settings.url.parse().map_err(DbError::Url)?;
+    pub fn new(settings: &DatabaseSettings, trust: &Trust, application_name: &str) -> Result<Self, DbError> {
+        let mut target = PgTarget::new(&settings.url, trust)?;
+        let config = target.config_mut();
         config
             .application_name(application_name)
             .connect_timeout(settings.connect_timeout())
@@ -70,7 +74,7 @@ impl Manager {
         };
         config.options(options);
         Ok(Self {
-            config,
+            target,
             connect_timeout: settings.connect_timeout(),
         })
     }
@@ -81,14 +85,9 @@ impl bb8::ManageConnection for Manager {
     type Error = ConnectError;
 
     async fn connect(&self) -> Result<Client, ConnectError> {
-        let (client, connection) = tokio::time::timeout(self.connect_timeout, self.config.connect(NoTls))
+        let (client, _driver) = tokio::time::timeout(self.connect_timeout, self.target.connect())
             .await
             .map_err(|_| ConnectError::Timeout(self.connect_timeout))??;
-        tokio::spawn(async move {
-            if let Err(err) = connection.await {
-                debug!(error = %err, "database connection ended");
-            }
-        });
         Ok(client)
     }
 
@@ -107,8 +106,8 @@ impl bb8::ManageConnection for Manager {
 /// Builds the pool without connecting yet: connections are opened on demand
 /// (and re-opened after a database restart), so a service can start, report
 /// "not ready" and recover by itself instead of crashing.
-pub fn pool(settings: &DatabaseSettings, application_name: &str) -> Result<PgPool, DbError> {
-    let manager = Manager::new(settings, application_name)?;
+pub fn pool(settings: &DatabaseSettings, trust: &Trust, application_name: &str) -> Result<PgPool, DbError> {
+    let manager = Manager::new(settings, trust, application_name)?;
     Ok(bb8::Pool::builder()
         .max_size(settings.pool_size)
         .connection_timeout(settings.connect_timeout())
@@ -132,6 +131,10 @@ mod tests {
 
     use super::*;
 
+    fn trust() -> Trust {
+        Trust::load(&crate::TlsSettings::default()).unwrap()
+    }
+
     fn database_url() -> String {
         std::env::var("CLARION_TEST_DATABASE_URL")
             .unwrap_or_else(|_| "postgres://clarion:clarion@127.0.0.1:5432/postgres".to_owned())
@@ -143,7 +146,7 @@ mod tests {
             statement_timeout_secs: 1,
             ..DatabaseSettings::new(database_url())
         };
-        let pool = pool(&settings, "clarion-db-test").unwrap();
+        let pool = pool(&settings, &trust(), "clarion-db-test").unwrap();
         let conn = pool.get().await.expect("a connection");
         let started = Instant::now();
         // The outer bound only keeps a regression from hanging the suite.
@@ -172,7 +175,7 @@ mod tests {
             statement_timeout_secs: 42,
             ..DatabaseSettings::new(url)
         };
-        let pool = pool(&settings, "clarion-db-test").unwrap();
+        let pool = pool(&settings, &trust(), "clarion-db-test").unwrap();
         let conn = pool.get().await.expect("a connection");
         let shown = |row: &tokio_postgres::Row| row.get::<_, String>(0);
         let statement = conn.query_one("SHOW statement_timeout", &[]).await.unwrap();
@@ -199,7 +202,7 @@ mod tests {
             connect_timeout_secs: 1,
             ..DatabaseSettings::new(format!("postgres://clarion@{addr}/clarion"))
         };
-        let manager = Manager::new(&settings, "clarion-db-test").unwrap();
+        let manager = Manager::new(&settings, &trust(), "clarion-db-test").unwrap();
         let started = Instant::now();
         let answer = tokio::time::timeout(Duration::from_secs(30), bb8::ManageConnection::connect(&manager))
             .await
@@ -220,7 +223,7 @@ mod tests {
             connect_timeout_secs: 1,
             ..DatabaseSettings::new("postgres://clarion@192.0.2.1:5432/clarion")
         };
-        let unrouted = Manager::new(&settings_unrouted, "clarion-db-test").unwrap();
+        let unrouted = Manager::new(&settings_unrouted, &trust(), "clarion-db-test").unwrap();
         let started = Instant::now();
         let answer = tokio::time::timeout(Duration::from_secs(30), bb8::ManageConnection::connect(&unrouted))
             .await
@@ -232,7 +235,7 @@ mod tests {
             started.elapsed()
         );
         // Through the pool, a caller gets an error, not a hang.
-        let pool = pool(&settings, "clarion-db-test").unwrap();
+        let pool = pool(&settings, &trust(), "clarion-db-test").unwrap();
         let answer = tokio::time::timeout(Duration::from_secs(30), ping(&pool))
             .await
             .expect("the pool gave up by itself");

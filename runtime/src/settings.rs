@@ -2,6 +2,7 @@
 //! `--flag`, a `CLARION_*` environment variable and a default that works on
 //! a developer machine. `--help` lists them all.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
@@ -170,6 +171,22 @@ pub struct BrokerSettings {
         default_value = "clarion"
     )]
     pub namespace: String,
+}
+
+/// Which certificates the process trusts besides the system's store.
+#[derive(Debug, Clone, Default, Args)]
+pub struct TlsSettings {
+    /// PEM certificates trusted in addition to the system roots by every TLS
+    /// client of this process: PostgreSQL (`sslmode=verify-ca` /
+    /// `verify-full`), RabbitMQ (`amqps://`), and the dispatcher's APNs,
+    /// FCM and OAuth2 clients.
+    #[arg(
+        id = "extra_ca_file",
+        value_name = "FILE",
+        long = "extra-ca-file",
+        env = "CLARION_EXTRA_CA_FILE"
+    )]
+    pub extra_ca_file: Option<PathBuf>,
 }
 
 /// How the process logs.

@@ -1,10 +1,13 @@
 //! Helpers for integration tests that talk to the machine's real PostgreSQL
 //! and RabbitMQ: a throw-away database per test and a unique AMQP namespace,
-//! so tests run in parallel without seeing each other's data.
+//! so tests run in parallel without seeing each other's data. Both also
+//! work on other servers reached over TLS (`create_at`, `at`).
 
 use tokio_postgres::NoTls;
 
+use crate::pg_connect::PgTarget;
 use crate::settings::{BrokerSettings, DatabaseSettings};
+use crate::tls::Trust;
 
 /// URL of a database the tests may connect to in order to create others.
 pub const ADMIN_URL_VAR: &str = "CLARION_TEST_DATABASE_URL";
@@ -18,6 +21,8 @@ pub struct TestDatabase {
     pub url: String,
     pub name: String,
     admin_url: String,
+    /// Set when the server is reached as the URL's `sslmode` says.
+    trust: Option<Trust>,
 }
 
 impl TestDatabase {
@@ -25,14 +30,36 @@ impl TestDatabase {
     /// PostgreSQL cannot be reached (run `./scripts/test` once to set it up).
     pub async fn create() -> Self {
         let admin_url = std::env::var(ADMIN_URL_VAR).unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_owned());
+        Self::create_on(admin_url, None).await
+    }
+
+    /// Creates an empty database on the server `admin_url` names, reached
+    /// as its `sslmode` says, trusting what `trust` trusts.
+    pub async fn create_at(admin_url: &str, trust: &Trust) -> Self {
+        Self::create_on(admin_url.to_owned(), Some(trust.clone())).await
+    }
+
+    async fn create_on(admin_url: String, trust: Option<Trust>) -> Self {
         let name = format!("clarion_test_{}", uuid::Uuid::new_v4().simple());
-        let admin = admin_client(&admin_url).await;
+        let admin = admin_client(&admin_url, trust.as_ref()).await;
         admin
             .batch_execute(&format!("CREATE DATABASE {name}"))
             .await
             .unwrap_or_else(|err| panic!("cannot create test database {name}: {err}"));
         let url = with_database(&admin_url, &name);
-        Self { url, name, admin_url }
+        Self {
+            url,
+            name,
+            admin_url,
+            trust,
+        }
+    }
+
+    /// A session on the test database.
+    pub async fn client(&self) -> tokio_postgres::Client {
+        connect(&self.url, self.trust.as_ref())
+            .await
+            .unwrap_or_else(|err| panic!("cannot connect to {}: {err}", self.name))
     }
 
     pub fn settings(&self, pool_size: u32) -> DatabaseSettings {
@@ -47,9 +74,9 @@ impl Drop for TestDatabase {
     fn drop(&mut self) {
         let admin_url = self.admin_url.clone();
         let name = self.name.clone();
+        let trust = self.trust.clone();
         run_outside(async move {
-            if let Ok((client, conn)) = tokio_postgres::connect(&admin_url, NoTls).await {
-                tokio::spawn(conn);
+            if let Ok(client) = connect(&admin_url, trust.as_ref()).await {
                 let _ = client
                     .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
                     .await;
@@ -62,15 +89,25 @@ impl Drop for TestDatabase {
 /// deleted when the value is dropped (even when the test panicked).
 pub struct TestNamespace {
     pub settings: BrokerSettings,
+    trust: Trust,
 }
 
 impl TestNamespace {
     pub fn new() -> Self {
+        let url = std::env::var(AMQP_URL_VAR).unwrap_or_else(|_| DEFAULT_AMQP_URL.to_owned());
+        let trust = Trust::load(&crate::TlsSettings::default())
+            .unwrap_or_else(|err| panic!("cannot load the system trust store: {err}"));
+        Self::at(&url, &trust)
+    }
+
+    /// A namespace on the broker at `url`, trusting what `trust` trusts.
+    pub fn at(url: &str, trust: &Trust) -> Self {
         Self {
             settings: BrokerSettings {
-                url: std::env::var(AMQP_URL_VAR).unwrap_or_else(|_| DEFAULT_AMQP_URL.to_owned()),
+                url: url.to_owned(),
                 namespace: format!("test-{}", uuid::Uuid::new_v4().simple()),
             },
+            trust: trust.clone(),
         }
     }
 }
@@ -84,7 +121,8 @@ impl Default for TestNamespace {
 impl Drop for TestNamespace {
     fn drop(&mut self) {
         let settings = self.settings.clone();
-        run_outside(async move { delete_namespace(&settings).await });
+        let trust = self.trust.clone();
+        run_outside(async move { delete_namespace(&settings, &trust).await });
     }
 }
 
@@ -99,15 +137,31 @@ fn run_outside(cleanup: impl std::future::Future<Output = ()> + Send + 'static) 
     let _ = worker.join();
 }
 
-async fn admin_client(url: &str) -> tokio_postgres::Client {
-    let (client, conn) = tokio_postgres::connect(url, NoTls).await.unwrap_or_else(|err| {
+async fn admin_client(url: &str, trust: Option<&Trust>) -> tokio_postgres::Client {
+    connect(url, trust).await.unwrap_or_else(|err| {
         panic!(
             "cannot reach PostgreSQL at {ADMIN_URL_VAR}={url}: {err}\n\
              run ./scripts/test once (it creates the `clarion` role) or point {ADMIN_URL_VAR} at a role that may CREATE DATABASE"
         )
-    });
-    tokio::spawn(conn);
-    client
+    })
+}
+
+/// A session on `url`: plain, or as its `sslmode` says when `trust` is given.
+async fn connect(url: &str, trust: Option<&Trust>) -> Result<tokio_postgres::Client, String> {
+    match trust {
+        Some(trust) => {
+            let target = PgTarget::new(url, trust).map_err(|err| err.to_string())?;
+            let (client, _driver) = target.connect().await.map_err(|err| err.to_string())?;
+            Ok(client)
+        }
+        None => {
+            let (client, conn) = tokio_postgres::connect(url, NoTls)
+                .await
+                .map_err(|err| err.to_string())?;
+            tokio::spawn(conn);
+            Ok(client)
+        }
+    }
 }
 
 /// `url` with its database name replaced by `name`.
@@ -128,9 +182,10 @@ fn with_database(url: &str, name: &str) -> String {
 }
 
 /// Deletes every queue and exchange of a namespace.
-async fn delete_namespace(settings: &BrokerSettings) {
+async fn delete_namespace(settings: &BrokerSettings, trust: &Trust) {
     let names = clarion_proto::Names::new(settings.namespace.clone());
-    let connection = lapin::Connection::connect(&settings.url, lapin::ConnectionProperties::default()).await;
+    let connection =
+        crate::amqp::connect::open(&settings.url, lapin::ConnectionProperties::default(), trust).await;
     if let Ok(connection) = connection {
         if let Ok(channel) = connection.create_channel().await {
             let _ = crate::amqp::topology::delete(&channel, &names).await;

@@ -319,7 +319,12 @@ async fn audience(app: &TestCoordinator, topic: &str, devices: u64) {
 #[actix_web::test]
 async fn old_finished_notifications_lose_their_details_and_their_status_still_answers() {
     let app = TestCoordinator::start_with(&MANUAL).await;
-    let pool = clarion_runtime::db::pool(&app.db.settings(2), "hygiene-test").unwrap();
+    let pool = clarion_runtime::db::pool(
+        &app.db.settings(2),
+        &clarion_runtime::Trust::load(&clarion_runtime::TlsSettings::default()).unwrap(),
+        "hygiene-test",
+    )
+    .unwrap();
     let client = connect(&app).await;
     audience(&app, "hyg/news", 3).await;
 
@@ -405,7 +410,12 @@ async fn old_finished_notifications_lose_their_details_and_their_status_still_an
 #[actix_web::test]
 async fn details_larger_than_a_batch_go_in_several_statements_none_over_the_batch() {
     let app = TestCoordinator::start_with(&MANUAL).await;
-    let pool = clarion_runtime::db::pool(&app.db.settings(2), "hygiene-test").unwrap();
+    let pool = clarion_runtime::db::pool(
+        &app.db.settings(2),
+        &clarion_runtime::Trust::load(&clarion_runtime::TlsSettings::default()).unwrap(),
+        "hygiene-test",
+    )
+    .unwrap();
     let client = connect(&app).await;
     audience(&app, "hyg/many", 1).await;
     let (id, jobs) = send(&app, "hyg/many").await;

@@ -1,6 +1,6 @@
 //! The cluster itself: start, drive, observe, stop.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
@@ -9,14 +9,13 @@ use clarion_dispatcher::Dispatcher;
 use clarion_harvester::Harvester;
 use clarion_proto::codec::decode;
 use clarion_proto::{Names, Platform, TokenBatch};
-use clarion_runtime::BrokerSettings;
 use clarion_runtime::testing::{TestDatabase, TestNamespace};
+use clarion_runtime::{BrokerSettings, TlsSettings, Trust};
 use lapin::options::{BasicAckOptions, BasicGetOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties};
 use reqwest::{Client, StatusCode};
 use serde_json::Value;
-use tokio_postgres::NoTls;
 
 use crate::mocks::control::MockState;
 use crate::mocks::{ApnsMock, ApnsMockConfig, FcmMock, FcmMockConfig};
@@ -36,6 +35,22 @@ pub struct ClusterOptions {
     pub dispatcher: Vec<String>,
     /// Start the mock APNs and FCM and one dispatcher per platform.
     pub dispatchers: bool,
+    /// Other PostgreSQL and RabbitMQ servers than the machine's own (such
+    /// as throw-away ones reached over TLS); `None` for the machine's.
+    pub servers: Option<ClusterServers>,
+}
+
+/// Where a cluster's PostgreSQL and RabbitMQ are, and what to trust there.
+#[derive(Debug, Clone)]
+pub struct ClusterServers {
+    /// A database URL on that server from which test databases can be
+    /// created; its `sslmode` is kept for every service.
+    pub admin_database_url: String,
+    /// The broker URL every service uses (`amqps://` for TLS).
+    pub amqp_url: String,
+    /// `CLARION_EXTRA_CA_FILE` for every service and the test's own
+    /// connections (the dispatchers' bundle gets the mocks' CAs too).
+    pub extra_ca_file: Option<PathBuf>,
 }
 
 /// The mock APNs and FCM the cluster's dispatchers talk to.
@@ -74,6 +89,14 @@ impl Mocks {
             ca_file,
             dir,
         }
+    }
+
+    /// Adds the certificates of `pem_file` to the bundle the dispatchers
+    /// trust.
+    pub fn also_trust(&self, pem_file: &Path) {
+        let mut bundle = std::fs::read_to_string(&self.ca_file).expect("the mocks' CA bundle");
+        bundle.push_str(&std::fs::read_to_string(pem_file).expect("a CA file to trust"));
+        std::fs::write(&self.ca_file, bundle).expect("CA bundle written");
     }
 
     /// The mock standing in for `platform`'s provider.
@@ -119,6 +142,8 @@ pub struct Cluster {
     pub dispatchers: Vec<Dispatcher>,
     /// Present when the options asked for dispatchers.
     pub mocks: Option<Mocks>,
+    /// What the services and the test's own connections trust.
+    pub trust: Trust,
     options: ClusterOptions,
     coordinator: Option<Coordinator>,
     amqp: Connection,
@@ -128,8 +153,17 @@ pub struct Cluster {
 impl Cluster {
     /// A coordinator and `options.harvesters` harvesters, ready to send.
     pub async fn start(options: ClusterOptions) -> Self {
-        let db = TestDatabase::create().await;
-        let namespace = TestNamespace::new();
+        let tls = TlsSettings {
+            extra_ca_file: options.servers.as_ref().and_then(|s| s.extra_ca_file.clone()),
+        };
+        let trust = Trust::load(&tls).expect("the trusted certificates load");
+        let (db, namespace) = match &options.servers {
+            Some(servers) => (
+                TestDatabase::create_at(&servers.admin_database_url, &trust).await,
+                TestNamespace::at(&servers.amqp_url, &trust),
+            ),
+            None => (TestDatabase::create().await, TestNamespace::new()),
+        };
         let broker = namespace.settings.clone();
         let names = Names::new(broker.namespace.clone());
         let mut args = vec![
@@ -142,6 +176,7 @@ impl Cluster {
             format!("--amqp-url={}", broker.url),
             format!("--amqp-namespace={}", broker.namespace),
         ];
+        args.extend(extra_ca_arg(&options));
         args.extend(options.coordinator.iter().cloned());
         let settings = clarion_coordinator::Settings::try_parse_from(args).expect("coordinator settings");
         let coordinator = clarion_coordinator::start(settings)
@@ -152,7 +187,7 @@ impl Cluster {
         // The coordinator declares the topology before it is ready; services
         // started later find every queue complete.
         wait_until_ready(&http, &base).await;
-        let amqp = Connection::connect(&broker.url, ConnectionProperties::default())
+        let amqp = clarion_runtime::amqp::connect::open(&broker.url, ConnectionProperties::default(), &trust)
             .await
             .expect("test connection to RabbitMQ");
         let mut cluster = Self {
@@ -164,6 +199,7 @@ impl Cluster {
             harvesters: Vec::new(),
             dispatchers: Vec::new(),
             mocks: None,
+            trust,
             options,
             coordinator: Some(coordinator),
             amqp,
@@ -173,7 +209,7 @@ impl Cluster {
             cluster.start_harvester(&[]).await;
         }
         if cluster.options.dispatchers {
-            cluster.mocks = Some(Mocks::start().await);
+            cluster.start_mocks().await;
             for platform in Platform::ALL {
                 cluster.start_dispatcher(platform, &[]).await;
             }
@@ -198,6 +234,7 @@ impl Cluster {
             "--dispatch-retry-base-ms=20".into(),
             "--dispatch-retry-max-ms=500".into(),
         ];
+        // The mocks' bundle, which holds the servers' CA too.
         args.extend(self.mocks().dispatcher_args());
         args.extend(self.options.dispatcher.iter().cloned());
         args.extend(extra.iter().map(|arg| arg.to_string()));
@@ -229,6 +266,7 @@ impl Cluster {
             format!("--amqp-url={}", self.broker.url),
             format!("--amqp-namespace={}", self.broker.namespace),
         ];
+        args.extend(extra_ca_arg(&self.options));
         args.extend(self.options.harvester.iter().cloned());
         args.extend(extra.iter().map(|arg| arg.to_string()));
         let settings = clarion_harvester::Settings::try_parse_from(args).expect("harvester settings");
@@ -242,11 +280,7 @@ impl Cluster {
 
     /// A direct connection to the cluster's database.
     pub async fn sql(&self) -> tokio_postgres::Client {
-        let (client, connection) = tokio_postgres::connect(&self.db.url, NoTls)
-            .await
-            .expect("test connection to PostgreSQL");
-        tokio::spawn(connection);
-        client
+        self.db.client().await
     }
 
     /// `POST /api/v1/notifications`; returns the status code and body.
@@ -280,7 +314,16 @@ impl Cluster {
     /// dispatchers, so dispatchers can be started later.
     pub async fn start_mocks(&mut self) {
         if self.mocks.is_none() {
-            self.mocks = Some(Mocks::start().await);
+            let mocks = Mocks::start().await;
+            if let Some(ca) = self
+                .options
+                .servers
+                .as_ref()
+                .and_then(|s| s.extra_ca_file.as_ref())
+            {
+                mocks.also_trust(ca);
+            }
+            self.mocks = Some(mocks);
         }
     }
 
@@ -378,6 +421,12 @@ impl Cluster {
         }
         let _ = self.amqp.close(200, "test done".into()).await;
     }
+}
+
+/// `--extra-ca-file` for the coordinator and harvesters on other servers.
+fn extra_ca_arg(options: &ClusterOptions) -> Option<String> {
+    let ca = options.servers.as_ref()?.extra_ca_file.as_ref()?;
+    Some(format!("--extra-ca-file={}", ca.display()))
 }
 
 /// Polls `{base}/readyz` until it answers 200; panics after a minute.

@@ -1,11 +1,13 @@
 //! An in-process Clarion cluster for end-to-end tests: the real
 //! coordinator, harvesters and dispatchers (with the mock APNs and FCM)
 //! against the machine's real PostgreSQL and RabbitMQ, in a throw-away
-//! database and AMQP namespace; and an OTLP receiver for trace tests.
+//! database and AMQP namespace (or on throw-away TLS servers,
+//! `tls_servers`); and an OTLP receiver for trace tests.
 
 mod cluster;
 pub mod otlp;
 mod seed;
+pub mod tls_servers;
 
-pub use cluster::{ADMIN_KEY, APP_KEY, Cluster, ClusterOptions, DESK_KEY, Mocks};
+pub use cluster::{ADMIN_KEY, APP_KEY, Cluster, ClusterOptions, ClusterServers, DESK_KEY, Mocks};
 pub use seed::{Device, alternating_devices, seed_devices};

@@ -16,10 +16,11 @@ use std::time::Duration;
 use clarion_proto::Names;
 use lapin::{Connection, ConnectionProperties};
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
-use crate::amqp::topology;
+use crate::amqp::{connect, topology};
 use crate::backoff::Backoff;
+use crate::tls::Trust;
 
 /// How often the link checks that its connection is still up.
 const HEALTH_POLL: Duration = Duration::from_millis(250);
@@ -33,10 +34,11 @@ pub struct BrokerLink {
 impl BrokerLink {
     /// Starts connecting to `url` on the current tokio runtime and keeps the
     /// connection alive for as long as any clone of the link exists; every
-    /// connection it hands out has the topology of `names` declared.
-    pub fn spawn(url: String, connection_name: String, names: Names) -> Self {
+    /// connection it hands out has the topology of `names` declared. An
+    /// `amqps://` URL is checked against what `trust` trusts.
+    pub fn spawn(url: String, trust: Trust, connection_name: String, names: Names) -> Self {
         let (tx, rx) = watch::channel(None);
-        tokio::spawn(keep_connected(url, connection_name, names, tx));
+        tokio::spawn(keep_connected(url, trust, connection_name, names, tx));
         Self { current: rx }
     }
 
@@ -66,14 +68,20 @@ impl BrokerLink {
     }
 }
 
-async fn keep_connected(url: String, name: String, names: Names, tx: watch::Sender<Option<Arc<Connection>>>) {
+async fn keep_connected(
+    url: String,
+    trust: Trust,
+    name: String,
+    names: Names,
+    tx: watch::Sender<Option<Arc<Connection>>>,
+) {
     let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
     let properties = || ConnectionProperties::default().with_connection_name(name.clone().into());
     loop {
         if tx.is_closed() {
             return;
         }
-        match connect_and_declare(&url, properties(), &names).await {
+        match connect_and_declare(&url, &trust, properties(), &names).await {
             Ok(conn) => {
                 info!(connection = %name, "connected to rabbitmq");
                 backoff.reset();
@@ -91,7 +99,14 @@ async fn keep_connected(url: String, name: String, names: Names, tx: watch::Send
             }
             Err(err) => {
                 let delay = backoff.next_delay();
-                warn!(connection = %name, error = %err, retry_in_ms = delay.as_millis() as u64, "cannot reach rabbitmq");
+                match connect::tls_failure(&url, &err) {
+                    Some(tls) => {
+                        error!(connection = %name, error = %tls, retry_in_ms = delay.as_millis() as u64, "rabbitmq tls handshake failed")
+                    }
+                    None => {
+                        warn!(connection = %name, error = %err, retry_in_ms = delay.as_millis() as u64, "cannot reach rabbitmq")
+                    }
+                }
                 tokio::time::sleep(delay).await;
             }
         }
@@ -102,10 +117,11 @@ async fn keep_connected(url: String, name: String, names: Names, tx: watch::Send
 /// is closed again; a connection whose declaration fails is closed.
 async fn connect_and_declare(
     url: &str,
+    trust: &Trust,
     properties: ConnectionProperties,
     names: &Names,
 ) -> Result<Connection, lapin::Error> {
-    let conn = Connection::connect(url, properties).await?;
+    let conn = connect::open(url, properties, trust).await?;
     let declared = async {
         let channel = conn.create_channel().await?;
         topology::declare(&channel, names).await?;
