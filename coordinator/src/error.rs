@@ -29,6 +29,10 @@ pub enum ApiError {
     PayloadTooLarge(String),
     #[error("{0}")]
     UnsupportedMediaType(String),
+    /// A known path asked with a method it does not take; `allow` lists
+    /// the ones it does (the `Allow` header).
+    #[error("{method} is not allowed on this path; it takes {allow}")]
+    MethodNotAllowed { method: String, allow: String },
     #[error("{0}")]
     Conflict(String),
     /// A dependency (database, broker) is unavailable; retry later.
@@ -50,6 +54,7 @@ impl ApiError {
             ApiError::Malformed(_) => "malformed-request",
             ApiError::PayloadTooLarge(_) => "payload-too-large",
             ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
+            ApiError::MethodNotAllowed { .. } => "method-not-allowed",
             ApiError::Conflict(_) => "conflict",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Internal(_) => "internal",
@@ -65,6 +70,7 @@ impl ApiError {
             ApiError::Malformed(_) => "Malformed request body",
             ApiError::PayloadTooLarge(_) => "Request body too large",
             ApiError::UnsupportedMediaType(_) => "Unsupported media type",
+            ApiError::MethodNotAllowed { .. } => "Method not allowed",
             ApiError::Conflict(_) => "Conflict",
             ApiError::Unavailable(_) => "Service unavailable",
             ApiError::Internal(_) => "Internal error",
@@ -111,6 +117,7 @@ impl ResponseError for ApiError {
             ApiError::Malformed(_) => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -136,6 +143,9 @@ impl ResponseError for ApiError {
         response.content_type("application/problem+json");
         if matches!(self, ApiError::Unauthenticated(_)) {
             response.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
+        }
+        if let ApiError::MethodNotAllowed { allow, .. } = self {
+            response.insert_header((header::ALLOW, allow.as_str()));
         }
         if matches!(self, ApiError::Unavailable(_)) {
             response.insert_header((header::RETRY_AFTER, "5"));

@@ -4,6 +4,7 @@
 mod auth;
 mod common;
 mod health;
+mod methods;
 mod migrations;
 mod registrations;
 mod topics;
