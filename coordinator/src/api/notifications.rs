@@ -568,6 +568,22 @@ mod tests {
     }
 
     #[test]
+    fn a_ttl_is_any_whole_number_json_writes() {
+        let ttl = |json: &str| {
+            serde_json::from_str::<SendRequest>(&format!(
+                r#"{{"topics": ["a"], "body": "b", "ttl_seconds": {json}}}"#
+            ))
+            .map(|request| request.ttl_seconds)
+        };
+        assert_eq!(ttl("3600").ok(), Some(Some(3600)));
+        assert_eq!(ttl("3600.0").ok(), Some(Some(3600)));
+        assert_eq!(ttl("null").ok(), Some(None));
+        for refused in ["1.5", "-1", "4294967296", "1e300", "\"60\""] {
+            assert!(ttl(refused).is_err(), "{refused}");
+        }
+    }
+
+    #[test]
     fn percentages_of_nothing_are_zero() {
         assert_eq!(percent(0, 0), 0.0);
         assert_eq!(percent(1, 3), 33.33);
