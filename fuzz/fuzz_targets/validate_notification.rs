@@ -46,8 +46,18 @@ fuzz_target!(|data: &[u8]| {
     assert!(valid.topics.iter().all(|t| p.topic.is_match(t)), "{valid:?}");
     assert!(p.body.is_match(&valid.body), "{valid:?}");
     assert!(valid.title.iter().all(|t| p.text.is_match(t)), "{valid:?}");
-    assert!(valid.link.iter().chain(&valid.image_url).all(|u| p.url.is_match(u)), "{valid:?}");
-    assert!(valid.collapse_key.iter().all(|k| p.collapse_key.is_match(k)), "{valid:?}");
+    assert!(
+        valid
+            .link
+            .iter()
+            .chain(&valid.image_url)
+            .all(|u| p.url.is_match(u)),
+        "{valid:?}"
+    );
+    assert!(
+        valid.collapse_key.iter().all(|k| p.collapse_key.is_match(k)),
+        "{valid:?}"
+    );
     for (key, value) in &valid.data {
         assert!(p.text.is_match(key) && !p.reserved.is_match(key), "{key:?}");
         assert!(p.text.is_match(value), "{value:?}");
