@@ -29,6 +29,10 @@ pub enum ApiError {
     PayloadTooLarge(String),
     #[error("{0}")]
     UnsupportedMediaType(String),
+    /// A known path asked with a method it does not take; `allow` lists
+    /// the ones it does (the `Allow` header).
+    #[error("{method} is not allowed on this path; it takes {allow}")]
+    MethodNotAllowed { method: String, allow: String },
     #[error("{0}")]
     Conflict(String),
     /// The key's send allowance (`sends_per_minute`) is used up.
@@ -53,6 +57,7 @@ impl ApiError {
             ApiError::Malformed(_) => "malformed-request",
             ApiError::PayloadTooLarge(_) => "payload-too-large",
             ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
+            ApiError::MethodNotAllowed { .. } => "method-not-allowed",
             ApiError::Conflict(_) => "conflict",
             ApiError::RateLimited { .. } => "rate-limited",
             ApiError::Unavailable(_) => "unavailable",
@@ -69,6 +74,7 @@ impl ApiError {
             ApiError::Malformed(_) => "Malformed request body",
             ApiError::PayloadTooLarge(_) => "Request body too large",
             ApiError::UnsupportedMediaType(_) => "Unsupported media type",
+            ApiError::MethodNotAllowed { .. } => "Method not allowed",
             ApiError::Conflict(_) => "Conflict",
             ApiError::RateLimited { .. } => "Too many sends",
             ApiError::Unavailable(_) => "Service unavailable",
@@ -116,6 +122,7 @@ impl ResponseError for ApiError {
             ApiError::Malformed(_) => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -142,6 +149,9 @@ impl ResponseError for ApiError {
         response.content_type("application/problem+json");
         if matches!(self, ApiError::Unauthenticated(_)) {
             response.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
+        }
+        if let ApiError::MethodNotAllowed { allow, .. } = self {
+            response.insert_header((header::ALLOW, allow.as_str()));
         }
         if matches!(self, ApiError::Unavailable(_)) {
             response.insert_header((header::RETRY_AFTER, "5"));

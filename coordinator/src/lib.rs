@@ -226,6 +226,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         names: names.clone(),
         max_topics_per_device: settings.max_topics_per_device,
         topic_count_max_age: settings.topic_count_max_age(),
+        openapi: api::openapi::document(settings.max_topics_per_device),
     });
     let keys = web::Data::new(api_keys);
     let readiness = Readiness::new(Some(pool), Some(broker));

@@ -164,6 +164,12 @@ async fn dead_tokens_are_cleaned_up_and_invalid_ones_are_never_retried() {
     }
     // Timings count the reachable audience: the gone devices are left out.
     assert!(status["timings"]["t90_ms"].as_u64().is_some(), "{status}");
+    // Delivery against both: 184 of 200 devices, 184 of the 190 not gone
+    // (the invalid ones stay in the reachable audience).
+    assert_eq!(status["audience"]["total"], 200, "{status}");
+    assert_eq!(status["audience"]["reachable"], 190, "{status}");
+    assert_eq!(status["delivered_percent"], 92.0, "{status}");
+    assert_eq!(status["delivered_percent_of_reachable"], 96.84, "{status}");
     // 3 invalid of each segment's 100 pushes is 3%, under the 5% threshold,
     // and 5 gone is 5%, under 20%: deleted. The last batch's cleanups may
     // be counted just after the completion: wait for them.

@@ -20,8 +20,43 @@ pub const MAX_TTL_SECONDS: u32 = 28 * 24 * 3600;
 pub const DEFAULT_TTL_SECONDS: u32 = 3600;
 /// Longest collapse key, in bytes (APNs' `apns-collapse-id` limit).
 pub const MAX_COLLAPSE_KEY_BYTES: usize = 64;
-/// Longest `link` or `image_url`, in bytes.
+/// Longest `link`, in bytes.
 pub const MAX_URL_BYTES: usize = 2048;
+/// Longest `image_url`, in bytes: it travels twice in an FCM message
+/// (`notification.image` and `data.image_url`), so at the `link` limit it
+/// alone would break FCM's 4000 bytes.
+pub const MAX_IMAGE_URL_BYTES: usize = 1024;
+
+/// Text fields (`title`, `body`, `data` keys and values): no C0 control
+/// character but tab, newline and carriage return, and no DEL. As regular
+/// expressions (ECMA 262, Python and Rust read them alike) for the OpenAPI
+/// description; the validation below agrees with them.
+pub const TEXT_PATTERN: &str = r"^[^\x00-\x08\x0B\x0C\x0E-\x1F\x7F]*$";
+/// `body`: text holding at least one character that is not white space.
+pub const BODY_PATTERN: &str = r"^[^\x00-\x08\x0B\x0C\x0E-\x1F\x7F]*[^\x00-\x20\x7F\x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000][^\x00-\x08\x0B\x0C\x0E-\x1F\x7F]*$";
+/// `collapse_key`: printable ASCII (it becomes the `apns-collapse-id` header).
+pub const COLLAPSE_KEY_PATTERN: &str = r"^[\x20-\x7E]*$";
+/// `link` and `image_url`: an absolute http(s) URL of ASCII characters — a
+/// host name of letters, digits, `-` (never doubled) and dots whose last
+/// label starts with a letter, an optional port up to 65535, then path,
+/// query and fragment of RFC 3986 characters (non-ASCII percent-encoded).
+pub const URL_PATTERN: &str = concat!(
+    r"^https?://(?:[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*\.)*[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*",
+    r"(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4}))?",
+    r"(?:/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?",
+    r"(?:\?[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*)?",
+    r"(?:#[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*)?$",
+);
+/// `data` keys that are refused (compared without regard to case).
+pub const RESERVED_DATA_KEY_PATTERN: &str = concat!(
+    r"^(?:[Aa][Pp][Ss]|[Ll][Ii][Nn][Kk]|[Ii][Mm][Aa][Gg][Ee]_[Uu][Rr][Ll]|[Ff][Rr][Oo][Mm]",
+    r"|[Nn][Oo][Tt][Ii][Ff][Ii][Cc][Aa][Tt][Ii][Oo][Nn]|[Mm][Ee][Ss][Ss][Aa][Gg][Ee]_[Tt][Yy][Pp][Ee]",
+    r"|[Gg][Oo][Oo][Gg][Ll][Ee]\..*|[Gg][Cc][Mm]\..*)$",
+);
+
+/// The compiled [`URL_PATTERN`].
+static URL_REGEX: std::sync::LazyLock<Option<regex::Regex>> =
+    std::sync::LazyLock::new(|| regex::Regex::new(URL_PATTERN).ok());
 
 /// Custom `data` keys that would collide with the providers' own fields or
 /// with the keys Clarion fills itself.
@@ -81,6 +116,8 @@ pub enum PayloadError {
     TtlTooLong(u32),
     #[error("collapse_key is {0} bytes; the limit is {MAX_COLLAPSE_KEY_BYTES}")]
     CollapseKeyTooLong(usize),
+    #[error("collapse_key holds {0:?}; it takes printable ASCII only")]
+    CollapseKeyCharacter(char),
     #[error("data key {0:?} is reserved by APNs, FCM or Clarion")]
     ReservedDataKey(String),
     #[error("data key is empty")]
@@ -112,13 +149,15 @@ impl Notification {
     /// Checks every rule and returns the notification with its topics
     /// de-duplicated (first occurrence kept), ready to be stored and sent.
     pub fn validated(mut self) -> Result<Self, PayloadError> {
+        // Counted as sent, before duplicates are folded: the limit is on
+        // the request, as the OpenAPI description states it.
+        if self.topics.len() > MAX_TOPICS_PER_NOTIFICATION {
+            return Err(PayloadError::TooManyTopics(self.topics.len()));
+        }
         let mut seen = std::collections::HashSet::new();
         self.topics.retain(|topic| seen.insert(topic.clone()));
         if self.topics.is_empty() {
             return Err(PayloadError::NoTopics);
-        }
-        if self.topics.len() > MAX_TOPICS_PER_NOTIFICATION {
-            return Err(PayloadError::TooManyTopics(self.topics.len()));
         }
         for topic in &self.topics {
             validate_topic(topic)?;
@@ -143,15 +182,18 @@ impl Notification {
             check_text("a data key", key)?;
             check_text("a data value", value)?;
         }
-        check_url("link", self.link.as_deref())?;
-        check_url("image_url", self.image_url.as_deref())?;
+        check_url("link", self.link.as_deref(), MAX_URL_BYTES)?;
+        check_url("image_url", self.image_url.as_deref(), MAX_IMAGE_URL_BYTES)?;
         if self.ttl_seconds > MAX_TTL_SECONDS {
             return Err(PayloadError::TtlTooLong(self.ttl_seconds));
         }
-        if let Some(key) = &self.collapse_key
-            && key.len() > MAX_COLLAPSE_KEY_BYTES
-        {
-            return Err(PayloadError::CollapseKeyTooLong(key.len()));
+        if let Some(key) = &self.collapse_key {
+            if let Some(bad) = key.chars().find(|c| !matches!(c, ' '..='~')) {
+                return Err(PayloadError::CollapseKeyCharacter(bad));
+            }
+            if key.len() > MAX_COLLAPSE_KEY_BYTES {
+                return Err(PayloadError::CollapseKeyTooLong(key.len()));
+            }
         }
         for key in self.data.keys() {
             check_data_key(key)?;
@@ -230,16 +272,27 @@ fn json_len(value: &Value) -> usize {
         .unwrap_or(usize::MAX)
 }
 
-fn check_url(field: &'static str, value: Option<&str>) -> Result<(), PayloadError> {
+fn check_url(field: &'static str, value: Option<&str>, max_bytes: usize) -> Result<(), PayloadError> {
     let Some(value) = value else { return Ok(()) };
     let fail = |reason: String| Err(PayloadError::Url { field, reason });
-    if value.len() > MAX_URL_BYTES {
-        return fail(format!("is {} bytes; the limit is {MAX_URL_BYTES}", value.len()));
+    if value.len() > max_bytes {
+        return fail(format!("is {} bytes; the limit is {max_bytes}", value.len()));
     }
     match url::Url::parse(value) {
-        Ok(url) if matches!(url.scheme(), "http" | "https") => Ok(()),
-        Ok(url) => fail(format!("must be an http(s) URL, not {}:", url.scheme())),
-        Err(err) => fail(format!("is not an absolute URL: {err}")),
+        Ok(url) if !matches!(url.scheme(), "http" | "https") => {
+            return fail(format!("must be an http(s) URL, not {}:", url.scheme()));
+        }
+        Ok(_) => {}
+        Err(err) => return fail(format!("is not an absolute URL: {err}")),
+    }
+    match URL_REGEX.as_ref() {
+        Some(pattern) if pattern.is_match(value) => Ok(()),
+        Some(_) => fail(
+            "must be an ASCII http(s) URL with a host name (letters, digits, '-', dots), \
+             an optional port and RFC 3986 characters after it"
+                .into(),
+        ),
+        None => fail("cannot be checked (the URL pattern did not compile)".into()),
     }
 }
 
@@ -377,6 +430,92 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn topics_are_counted_as_sent_and_collapse_keys_are_ascii() {
+        let mut n = sample();
+        n.topics = vec!["a".into(); 21];
+        assert_eq!(n.validated(), Err(PayloadError::TooManyTopics(21)));
+        let mut n = sample();
+        n.collapse_key = Some("é".into());
+        assert_eq!(n.validated(), Err(PayloadError::CollapseKeyCharacter('é')));
+    }
+
+    fn regex(pattern: &str) -> regex::Regex {
+        regex::Regex::new(pattern).unwrap()
+    }
+
+    fn url_ok(url: &str) -> bool {
+        check_url("link", Some(url), MAX_URL_BYTES).is_ok()
+    }
+
+    #[test]
+    fn the_patterns_state_the_rules() {
+        let text = regex(TEXT_PATTERN);
+        let body = regex(BODY_PATTERN);
+        for value in [
+            "",
+            " ",
+            "a",
+            "a\tb\n",
+            "\u{85}",
+            "\u{3000}x",
+            "x\0",
+            "\u{7f}",
+            "\u{1b}[",
+            "é ü",
+            "\r\n",
+        ] {
+            assert_eq!(text.is_match(value), check_text("t", value).is_ok(), "{value:?}");
+            let body_ok = check_text("body", value).is_ok() && !value.trim().is_empty();
+            assert_eq!(body.is_match(value), body_ok, "{value:?}");
+        }
+        let urls = regex(URL_PATTERN);
+        for (value, ok) in [
+            ("https://news.example/story/1?x=1&y=%20#top", true),
+            ("http://localhost:8080/", true),
+            ("https://a-b.c2.example:65535", true),
+            ("https://news.example:65536/", false),
+            ("https://1.2.3.4/", false),
+            ("https://xn--bcher-kva.example/", false),
+            ("https://news.example/é", false),
+            ("https://news.example/a b", false),
+            ("https://user@news.example/", false),
+            ("HTTPS://news.example/", false),
+            ("ftp://news.example/", false),
+            ("https://", false),
+            ("https://news.example/\n", false),
+        ] {
+            assert_eq!(urls.is_match(value), ok, "{value:?}");
+            assert_eq!(url_ok(value), ok, "{value:?}");
+        }
+        let reserved = regex(RESERVED_DATA_KEY_PATTERN);
+        for key in [
+            "aps",
+            "APS",
+            "Link",
+            "image_url",
+            "from",
+            "notification",
+            "message_type",
+            "google.x",
+            "GCM.y",
+            "section",
+            "apsx",
+            "google",
+            "gcm",
+        ] {
+            assert_eq!(reserved.is_match(key), check_data_key(key).is_err(), "{key:?}");
+        }
+        let collapse = regex(COLLAPSE_KEY_PATTERN);
+        for key in ["breaking", "a b~", "é", "a\tb", ""] {
+            assert_eq!(
+                collapse.is_match(key),
+                key.chars().all(|c| matches!(c, ' '..='~')),
+                "{key:?}"
+            );
+        }
+    }
+
+    #[test]
     fn fcm_limit_is_reached_before_apns_limit() {
         let mut n = sample();
         n.body = "x".repeat(3870);
@@ -387,6 +526,35 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn each_url_at_its_limit_fits_both_providers() {
+        let long = |fill: &str, len: usize| format!("https://news.example/{}", fill.repeat(len - 21));
+        let mut n = sample();
+        n.data.clear();
+        n.image_url = None;
+        n.link = Some(long("a", MAX_URL_BYTES));
+        assert!(
+            n.clone().validated().is_ok(),
+            "link: fcm {}",
+            n.fcm_payload_bytes()
+        );
+        n.link = None;
+        n.image_url = Some(long("b", MAX_IMAGE_URL_BYTES));
+        assert!(
+            n.clone().validated().is_ok(),
+            "image: fcm {}",
+            n.fcm_payload_bytes()
+        );
+        n.image_url = Some(long("b", MAX_IMAGE_URL_BYTES + 1));
+        assert!(matches!(
+            n.validated(),
+            Err(PayloadError::Url {
+                field: "image_url",
+                ..
+            })
+        ));
+    }
+
+    #[test]
     fn oversized_bodies_are_refused() {
         let mut n = sample();
         n.body = "x".repeat(5000);
@@ -394,6 +562,18 @@ pub(crate) mod tests {
     }
 
     proptest! {
+        #[test]
+        fn the_url_pattern_agrees_with_validation(url in "https?://[a-z0-9.:-]{0,12}(/[a-zA-Z0-9%é /?#-]{0,10})?") {
+            prop_assert_eq!(regex(URL_PATTERN).is_match(&url), url_ok(&url));
+        }
+
+        #[test]
+        fn the_text_patterns_agree_with_validation(value in "[a \\t\\n\\x00-\\x1f\\x7f\\u{85}\\u{a0}\\u{3000}é]{0,6}") {
+            prop_assert_eq!(regex(TEXT_PATTERN).is_match(&value), check_text("t", &value).is_ok());
+            let body_ok = check_text("body", &value).is_ok() && !value.trim().is_empty();
+            prop_assert_eq!(regex(BODY_PATTERN).is_match(&value), body_ok);
+        }
+
         #[test]
         fn validation_agrees_with_the_size_estimates(body_len in 1usize..5000, data_len in 0usize..200) {
             let mut n = sample();

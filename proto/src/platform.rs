@@ -101,6 +101,14 @@ pub const FCM_TOKEN_MIN_LEN: usize = 100;
 /// Longest FCM registration token accepted.
 pub const FCM_TOKEN_MAX_LEN: usize = 4096;
 
+/// A plausible APNs token as a regular expression (ECMA 262, Python and
+/// Rust read it alike), for the OpenAPI description.
+pub const APNS_TOKEN_PATTERN: &str = "^[0-9A-Fa-f]{64}$";
+/// A plausible FCM token as a regular expression.
+pub const FCM_TOKEN_PATTERN: &str = "^[A-Za-z0-9_:.-]{100,4096}$";
+/// A token plausible for one platform or the other ([`is_plausible_token`]).
+pub const TOKEN_PATTERN: &str = "^(?:[0-9A-Fa-f]{64}|[A-Za-z0-9_:.-]{100,4096})$";
+
 /// Why a token or platform was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TokenError {
@@ -228,6 +236,33 @@ mod tests {
             normalize_token(Platform::Android, &accented),
             Err(TokenError::FcmCharacter('é'))
         );
+    }
+
+    #[test]
+    fn the_patterns_state_the_rules() {
+        let apns = regex::Regex::new(APNS_TOKEN_PATTERN).unwrap();
+        let fcm = regex::Regex::new(FCM_TOKEN_PATTERN).unwrap();
+        let any = regex::Regex::new(TOKEN_PATTERN).unwrap();
+        let fcm_token = format!("dGVzdA:APA91b{}", "x_-.".repeat(30));
+        for token in [
+            APNS.to_owned(),
+            fcm_token.clone(),
+            "abc".into(),
+            "g".repeat(64),
+            "a".repeat(99),
+            "a".repeat(100),
+            "a".repeat(4096),
+            "a".repeat(4097),
+            format!("{fcm_token} "),
+            format!("{fcm_token}\n"),
+            "é".repeat(120),
+        ] {
+            let ios = normalize_token(Platform::Ios, &token).is_ok();
+            let android = normalize_token(Platform::Android, &token).is_ok();
+            assert_eq!(apns.is_match(&token), ios, "{token:?}");
+            assert_eq!(fcm.is_match(&token), android, "{token:?}");
+            assert_eq!(any.is_match(&token), is_plausible_token(&token), "{token:?}");
+        }
     }
 
     #[test]

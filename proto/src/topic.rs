@@ -6,6 +6,11 @@
 /// Longest topic name accepted, in bytes.
 pub const MAX_TOPIC_LEN: usize = 128;
 
+/// The rules above as a regular expression (ECMA 262, Python and Rust read
+/// it alike), for the OpenAPI description; [`validate_topic`] agrees with it
+/// (with a length of at most [`MAX_TOPIC_LEN`]).
+pub const TOPIC_PATTERN: &str = r"^[A-Za-z0-9._~-]+(?:/[A-Za-z0-9._~-]+)*$";
+
 /// Why a topic name was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TopicError {
@@ -94,7 +99,38 @@ mod tests {
         assert_eq!(validate_topic(&"a".repeat(MAX_TOPIC_LEN)), Ok(()));
     }
 
+    fn pattern() -> regex::Regex {
+        regex::Regex::new(TOPIC_PATTERN).unwrap()
+    }
+
+    #[test]
+    fn the_pattern_states_the_rules() {
+        for topic in [
+            "breaking",
+            "breaking/uk",
+            "a.b~c_d/-",
+            "",
+            "/uk",
+            "uk/",
+            "a//b",
+            "a b",
+            "é",
+            "a\n",
+        ] {
+            assert_eq!(
+                pattern().is_match(topic),
+                validate_topic(topic).is_ok(),
+                "{topic:?}"
+            );
+        }
+    }
+
     proptest! {
+        #[test]
+        fn the_pattern_agrees_with_validation(topic in "[a-z/._~ é-]{0,12}") {
+            prop_assert_eq!(pattern().is_match(&topic), validate_topic(&topic).is_ok());
+        }
+
         #[test]
         fn generated_valid_names_pass(segments in proptest::collection::vec("[a-zA-Z0-9._~-]{1,10}", 1..8)) {
             let topic = segments.join("/");

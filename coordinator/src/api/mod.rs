@@ -5,6 +5,7 @@
 
 pub mod audit;
 pub mod held;
+pub mod limits;
 pub mod middleware;
 pub mod notifications;
 pub mod openapi;
@@ -44,6 +45,8 @@ pub struct AppState {
     pub names: Names,
     pub max_topics_per_device: u32,
     pub topic_count_max_age: Duration,
+    /// The OpenAPI document served (built once, with the limits in force).
+    pub openapi: String,
 }
 
 /// Registers every route of the API on an actix-web app.
@@ -77,7 +80,27 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(held::release_held)
         .service(held::discard_held)
         .service(audit::get_audit)
+        .configure(other_methods)
         .default_service(web::to(not_found));
+}
+
+/// Every documented path answers the methods it does not take with 405
+/// and an `Allow` header listing the ones it does, straight from the OpenAPI
+/// document, so the two cannot disagree. The handlers' resources are
+/// guarded by method and registered first: these match only what they
+/// turned away.
+fn other_methods(cfg: &mut web::ServiceConfig) {
+    for (pattern, allow) in openapi::methods_by_path() {
+        cfg.service(web::resource(pattern.as_str()).to(move |req: HttpRequest| {
+            let allow = allow.clone();
+            async move {
+                Err::<HttpResponse, _>(ApiError::MethodNotAllowed {
+                    method: req.method().to_string(),
+                    allow,
+                })
+            }
+        }));
+    }
 }
 
 async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {

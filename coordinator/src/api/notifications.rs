@@ -46,6 +46,7 @@ pub struct SendRequest {
     #[schema(value_type = Option<String>, example = "high")]
     pub priority: Option<Priority>,
     /// Seconds the providers keep trying to reach an offline device (default 3600, at most 28 days).
+    #[serde(default, deserialize_with = "whole_number")]
     pub ttl_seconds: Option<u32>,
     /// Alerts with the same key replace each other on the device.
     pub collapse_key: Option<String>,
@@ -55,6 +56,27 @@ pub struct SendRequest {
     /// Go through the whole pipeline without sending to Apple or Google.
     #[serde(default)]
     pub dry_run: bool,
+}
+
+/// A whole number that fits a `u32`, written as JSON writes it: JSON Schema
+/// (and JavaScript) count `3600.0` as the integer 3600.
+fn whole_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
+    let Some(number) = Option::<serde_json::Number>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    let whole = number.as_u64().or_else(|| {
+        number
+            .as_f64()
+            .filter(|n| n.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(n))
+            .map(|n| n as u64)
+    });
+    match whole.and_then(|n| u32::try_from(n).ok()) {
+        Some(n) => Ok(Some(n)),
+        None => Err(serde::de::Error::custom(format!(
+            "expected a whole number from 0 to {}, got {number}",
+            u32::MAX
+        ))),
+    }
 }
 
 impl SendRequest {
@@ -100,11 +122,17 @@ pub struct JobCounts {
     pub failed: u32,
 }
 
+/// Devices harvested so far. `reachable` is `total` less the devices Apple /
+/// Google reported gone (`delivery.*.unregistered`: the app is uninstalled,
+/// no one can reach them); the t50 / t90 / t99 timings and 90in2 count
+/// against it. Tokens refused as invalid stay in it: that answer may be
+/// Clarion's own misconfiguration.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Audience {
     pub ios: u64,
     pub android: u64,
     pub total: u64,
+    pub reachable: u64,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -167,8 +195,13 @@ pub struct NotificationStatus {
     /// Devices harvested so far, per platform.
     pub audience: Audience,
     pub delivery: DeliveryBody,
-    /// Share of the audience accepted by Apple / Google, in percent.
+    /// Share of the whole audience (`audience.total`) accepted by Apple /
+    /// Google, in percent (two decimals).
     pub delivered_percent: f64,
+    /// Share of the reachable audience (`audience.reachable`: less the
+    /// devices reported gone) accepted by Apple / Google, in percent (two
+    /// decimals); the share 90in2 is judged on.
+    pub delivered_percent_of_reachable: f64,
     pub timings: TimingsBody,
     /// 90% of the audience accepted within two minutes of the send request;
     /// null while that is still open.
@@ -180,6 +213,7 @@ pub struct NotificationStatus {
 impl NotificationStatus {
     fn new(stored: StoredNotification, timings: Timings) -> Self {
         let audience = stored.audience_ios + stored.audience_android;
+        let reachable = reachable(audience, stored.ios.unregistered + stored.android.unregistered);
         let sent = stored.ios.sent + stored.android.sent;
         // A notification whose tokens tripped the safety valve did not reach
         // its audience as far as anyone can tell: never "90in2: yes".
@@ -213,16 +247,14 @@ impl NotificationStatus {
                 ios: stored.audience_ios,
                 android: stored.audience_android,
                 total: audience,
+                reachable,
             },
             delivery: DeliveryBody {
                 ios: stored.ios,
                 android: stored.android,
             },
-            delivered_percent: if audience == 0 {
-                0.0
-            } else {
-                (sent as f64 * 10_000.0 / audience as f64).round() / 100.0
-            },
+            delivered_percent: percent(sent, audience),
+            delivered_percent_of_reachable: percent(sent, reachable),
             timings: TimingsBody {
                 t50_ms: timings.t50_ms,
                 t90_ms: timings.t90_ms,
@@ -238,6 +270,16 @@ impl NotificationStatus {
             },
             links: self_link(stored.id),
         }
+    }
+}
+
+/// `part` as a percentage of `whole`, rounded to two decimals; 0 when
+/// `whole` is 0.
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        (part as f64 * 10_000.0 / whole as f64).round() / 100.0
     }
 }
 
@@ -278,8 +320,9 @@ fn self_link(id: Uuid) -> Links {
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The key lacks the `send` scope", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "This id was sent before with other content", body = Problem, content_type = "application/problem+json"),
-        (status = 413, body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Payload too large for APNs/FCM, bad topics, URLs, TTL or data keys", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body larger than 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Breaks a rule stated in the request schema, or the payload Apple or Google would get is too large (APNs 4096 bytes, FCM 4000 bytes: title, body, link, image_url, collapse_key and data together)", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "The key's `sends_per_minute` is used up; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json", headers(("Retry-After" = u64, description = "Seconds until the key may send again (at least 1)"))),
         (status = 503, description = "The database is unavailable: the plan was not committed; send the same id again", body = Problem, content_type = "application/problem+json"),
     )
@@ -397,6 +440,7 @@ const CANCEL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Already complete", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a UUID", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Marked cancelled (no more jobs are published), but the broker did not confirm the cancellation within 10 s; retry", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -445,4 +489,114 @@ pub async fn cancel_notification(
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no notification {id}")))?;
     Ok(HttpResponse::Ok().json(status_of(&state, stored).await?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::notifications::Status;
+
+    fn stored(ios: PlatformDelivery, android: PlatformDelivery) -> StoredNotification {
+        let notification: Notification =
+            serde_json::from_str(r#"{"topics": ["breaking/uk"], "body": "hi"}"#).expect("valid notification");
+        let now = Utc::now();
+        StoredNotification {
+            id: Uuid::nil(),
+            notification,
+            status: Status::Complete,
+            api_key_id: "k".into(),
+            trace_id: None,
+            jobs_planned: 1,
+            jobs_done: 1,
+            jobs_failed: 0,
+            audience_ios: 100,
+            audience_android: 100,
+            batches_expected: 2,
+            batches_reported: 2,
+            ios,
+            android,
+            registrations_deleted: 0,
+            invalid_decision: Some("delete".into()),
+            t50_ms: Some(100),
+            t90_ms: Some(200),
+            t99_ms: None,
+            created_at: now,
+            updated_at: now,
+            completed_at: Some(now),
+            cancelled_at: None,
+            failure_reason: None,
+            cleanups_parked: 0,
+            suspect_segments: vec![],
+            details_removed_at: None,
+        }
+    }
+
+    #[test]
+    fn delivery_is_reported_against_the_whole_and_the_reachable_audience() {
+        // 200 devices: 20 gone (uninstalled), 10 invalid, 170 accepted.
+        let ios = PlatformDelivery {
+            sent: 80,
+            unregistered: 15,
+            invalid: 5,
+            ..PlatformDelivery::default()
+        };
+        let android = PlatformDelivery {
+            sent: 90,
+            unregistered: 5,
+            invalid: 5,
+            ..PlatformDelivery::default()
+        };
+        let timings = Timings {
+            t50_ms: Some(100),
+            t90_ms: Some(200),
+            t99_ms: None,
+        };
+        let status = NotificationStatus::new(stored(ios, android), timings);
+        assert_eq!((status.audience.total, status.audience.reachable), (200, 180));
+        assert_eq!(status.delivered_percent, 85.0);
+        // Invalid tokens stay in the reachable audience: 170 of 180.
+        assert_eq!(status.delivered_percent_of_reachable, 94.44);
+        assert_eq!(status.ninety_in_two, Some(true));
+    }
+
+    #[test]
+    fn a_tripped_valve_is_never_ninety_in_two() {
+        let all_sent = PlatformDelivery {
+            sent: 100,
+            ..PlatformDelivery::default()
+        };
+        let mut suspect = stored(all_sent, all_sent);
+        suspect.suspect_segments = vec!["android".into()];
+        let timings = Timings {
+            t50_ms: Some(10),
+            t90_ms: Some(20),
+            t99_ms: Some(30),
+        };
+        let status = NotificationStatus::new(suspect, timings);
+        assert_eq!(status.ninety_in_two, Some(false));
+        assert_eq!(status.delivered_percent_of_reachable, 100.0);
+    }
+
+    #[test]
+    fn a_ttl_is_any_whole_number_json_writes() {
+        let ttl = |json: &str| {
+            serde_json::from_str::<SendRequest>(&format!(
+                r#"{{"topics": ["a"], "body": "b", "ttl_seconds": {json}}}"#
+            ))
+            .map(|request| request.ttl_seconds)
+        };
+        assert_eq!(ttl("3600").ok(), Some(Some(3600)));
+        assert_eq!(ttl("3600.0").ok(), Some(Some(3600)));
+        assert_eq!(ttl("null").ok(), Some(None));
+        for refused in ["1.5", "-1", "4294967296", "1e300", "\"60\""] {
+            assert!(ttl(refused).is_err(), "{refused}");
+        }
+    }
+
+    #[test]
+    fn percentages_of_nothing_are_zero() {
+        assert_eq!(percent(0, 0), 0.0);
+        assert_eq!(percent(1, 3), 33.33);
+        assert_eq!(percent(2, 3), 66.67);
+    }
 }

@@ -3,11 +3,11 @@
 
 use std::sync::LazyLock;
 
-use actix_web::{HttpResponse, get};
+use actix_web::{HttpResponse, get, web};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{audit, held, notifications, registrations, topics};
+use super::{AppState, audit, held, notifications, registrations, topics};
 use crate::error::Problem;
 use clarion_runtime::health;
 
@@ -61,17 +61,53 @@ impl Modify for BearerKey {
     }
 }
 
-static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
-    ApiDoc::openapi()
-        .to_json()
-        .unwrap_or_else(|err| format!(r#"{{"error":"{err}"}}"#))
-});
+/// The served document: generated from the annotations, with the limits
+/// the service enforces written in (`max_topics_per_device` is a setting).
+pub fn document(max_topics_per_device: u32) -> String {
+    match serde_json::to_value(ApiDoc::openapi()) {
+        Ok(mut doc) => {
+            super::limits::state_limits(&mut doc, max_topics_per_device);
+            doc.to_string()
+        }
+        Err(err) => serde_json::json!({"error": err.to_string()}).to_string(),
+    }
+}
+
+/// Every documented path as an actix-web pattern, with the methods it takes
+/// (`GET, PUT, DELETE`): what a 405 answers in `Allow`. A `{topic}` holds
+/// `/`, so it matches the rest of the path, as in the handlers' routes.
+pub fn methods_by_path() -> &'static [(String, String)] {
+    static METHODS: LazyLock<Vec<(String, String)>> = LazyLock::new(|| {
+        ApiDoc::openapi()
+            .paths
+            .paths
+            .iter()
+            .map(|(path, item)| {
+                let methods: Vec<&str> = [
+                    ("GET", &item.get),
+                    ("HEAD", &item.head),
+                    ("POST", &item.post),
+                    ("PUT", &item.put),
+                    ("PATCH", &item.patch),
+                    ("DELETE", &item.delete),
+                    ("OPTIONS", &item.options),
+                    ("TRACE", &item.trace),
+                ]
+                .into_iter()
+                .filter_map(|(name, operation)| operation.as_ref().map(|_| name))
+                .collect();
+                (path.replace("{topic}", "{topic:.+}"), methods.join(", "))
+            })
+            .collect()
+    });
+    &METHODS
+}
 
 /// This OpenAPI document.
 #[utoipa::path(tag = "meta", responses((status = 200, description = "OpenAPI 3 document", content_type = "application/json")))]
 #[get("/api/v1/openapi.json")]
-pub async fn openapi_json() -> HttpResponse {
+pub async fn openapi_json(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("application/json")
-        .body(DOCUMENT.as_str())
+        .body(state.openapi.clone())
 }

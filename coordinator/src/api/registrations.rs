@@ -214,8 +214,15 @@ pub async fn delete_topic(
     Ok(HttpResponse::NoContent().finish())
 }
 
-/// De-duplicates and checks a topic set.
+/// De-duplicates and checks a topic set. The count is checked as sent, as
+/// the OpenAPI description states it (`maxItems`).
 fn validated_topics(topics: Vec<String>, max: u32) -> Result<Vec<String>, ApiError> {
+    if topics.len() > max as usize {
+        return Err(ApiError::Invalid(format!(
+            "a device may follow at most {max} topics; got {}",
+            topics.len()
+        )));
+    }
     let mut seen = HashSet::with_capacity(topics.len());
     let mut unique = Vec::with_capacity(topics.len());
     for topic in topics {
@@ -228,12 +235,6 @@ fn validated_topics(topics: Vec<String>, max: u32) -> Result<Vec<String>, ApiErr
         return Err(ApiError::Invalid(
             "a registration needs at least one topic; DELETE the registration to follow nothing".into(),
         ));
-    }
-    if unique.len() > max as usize {
-        return Err(ApiError::Invalid(format!(
-            "a device may follow at most {max} topics; got {}",
-            unique.len()
-        )));
     }
     Ok(unique)
 }

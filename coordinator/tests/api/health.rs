@@ -106,3 +106,46 @@ async fn the_openapi_document_lists_every_endpoint() {
     );
     app.stop().await;
 }
+
+#[actix_web::test]
+async fn the_openapi_document_states_the_limits_in_force() {
+    let app = TestCoordinator::start_with(&["--max-topics-per-device=7"]).await;
+    let doc: Value = app
+        .request(Method::GET, "/api/v1/openapi.json", None)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = doc["paths"]["/api/v1/registrations/{token}"]["get"]["parameters"][0].clone();
+    assert_eq!(token["name"], "token");
+    assert_eq!(token["schema"]["pattern"], clarion_proto::platform::TOKEN_PATTERN);
+    assert!(token["description"].as_str().unwrap().contains("64 hexadecimal"));
+    let topic = &doc["paths"]["/api/v1/topics/{topic}"]["get"]["parameters"][0]["schema"];
+    assert_eq!(topic["pattern"], clarion_proto::topic::TOPIC_PATTERN);
+    assert_eq!(topic["maxLength"], 128);
+    let send = &doc["components"]["schemas"]["SendRequest"]["properties"];
+    assert_eq!(send["ttl_seconds"]["maximum"], 28 * 24 * 3600);
+    assert_eq!(send["topics"]["maxItems"], 20);
+    assert_eq!(send["collapse_key"]["maxLength"], 64);
+    assert_eq!(send["image_url"]["maxLength"], 1024);
+    assert_eq!(send["body"]["pattern"], clarion_proto::payload::BODY_PATTERN);
+    assert!(send["data"]["propertyNames"]["not"]["pattern"].is_string());
+    let register = &doc["components"]["schemas"]["RegistrationRequest"]["properties"];
+    assert_eq!(register["topics"]["maxItems"], 7, "the configured limit");
+    assert_eq!(
+        register["platform"]["enum"],
+        serde_json::json!(["ios", "android"])
+    );
+    let send_responses = &doc["paths"]["/api/v1/notifications"]["post"]["responses"];
+    for status in [
+        "200", "202", "400", "401", "403", "409", "413", "415", "422", "503",
+    ] {
+        assert!(
+            send_responses[status].is_object(),
+            "POST /api/v1/notifications lists {status}"
+        );
+    }
+    app.stop().await;
+}

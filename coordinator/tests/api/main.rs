@@ -7,6 +7,7 @@ mod common;
 mod health;
 mod held;
 mod hygiene;
+mod methods;
 mod migrations;
 mod posture;
 mod registrations;

@@ -97,12 +97,20 @@ async fn too_many_topics_are_refused() {
         problem["detail"].as_str().unwrap().contains("at most 100"),
         "{problem}"
     );
-    // Duplicates count once.
+    // The limit is on the request as sent (the OpenAPI `maxItems`), so 150
+    // copies of one topic are too many; within it, duplicates are folded.
     let topics: Vec<&str> = std::iter::repeat_n("same", 150).collect();
     let response = app
         .put_registration(&ios_token(1), json!({"platform": "ios", "topics": topics}))
         .await;
+    expect_problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid-request").await;
+    let topics: Vec<&str> = std::iter::repeat_n("same", 100).collect();
+    let response = app
+        .put_registration(&ios_token(1), json!({"platform": "ios", "topics": topics}))
+        .await;
     assert_eq!(response.status(), StatusCode::OK);
+    let stored: Value = response.json().await.unwrap();
+    assert_eq!(stored["topics"], json!(["same"]));
     app.stop().await;
 }
 

@@ -1,6 +1,7 @@
 //! Benchmarks run against real processes: each writes its figures as JSON
 //! under `load-tests/results/`.
 
+pub mod api_check;
 pub mod ceiling;
 pub mod chaos;
 pub mod harvest;

@@ -1,6 +1,7 @@
 //! `clarion-bench`: Clarion's benchmarks (see `--help`).
 
 use clap::{Parser, Subcommand};
+use clarion_load_tests::bench::api_check::{ApiCheckArgs, run as api_check};
 use clarion_load_tests::bench::chaos::{ChaosArgs, run as chaos};
 use clarion_load_tests::bench::harvest::{HarvestArgs, run as harvest};
 use clarion_load_tests::bench::mocks::{MocksArgs, run as mocks};
@@ -19,6 +20,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// A coordinator process on a database and AMQP namespace of its own,
+    /// and a command run against it (`CLARION_API_BASE`, `CLARION_API_KEY`
+    /// in its environment); ./scripts/test runs schemathesis this way.
+    ApiCheck(ApiCheckArgs),
     /// The chaos suite: faults injected mid-send into a cluster of release
     /// processes (kills, SIGTERM, broker and database restarts, provider
     /// storms, a hung OAuth2 endpoint, a black hole, cancel with workers
@@ -42,6 +47,7 @@ async fn main() -> anyhow::Result<()> {
         filter: "warn".into(),
     });
     match Cli::parse().command {
+        Command::ApiCheck(args) => api_check(args).await,
         Command::Chaos(args) => {
             let report = chaos(args).await?;
             if report.failed > 0 {
