@@ -12,9 +12,11 @@ pub mod auth;
 pub mod config;
 pub mod error;
 pub mod handlers;
+pub mod lanes;
 pub mod migrations;
 pub mod planning;
 pub mod progress;
+pub mod scheduling;
 pub mod sending;
 pub mod store;
 
@@ -133,7 +135,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
     let refresh_every = settings.topic_count_max_age() / 2;
     let topic_counter = TopicCounter::new(pool.clone(), refresh_every).start();
     let publisher = Publisher::new(broker.clone(), names.clone());
-    let relay = JobRelay::new(pool.clone(), broker.clone(), names.clone()).start();
+    let relay = JobRelay::new(pool.clone(), broker.clone(), names.clone(), settings.scheduling()).start();
     let watchdog = Watchdog::new(pool.clone(), settings.stall()).start();
     clarion_runtime::metrics::watch_queue(broker.clone(), names.reports_queue());
     clarion_runtime::metrics::watch_queue(broker.clone(), names.cleanup_queue());

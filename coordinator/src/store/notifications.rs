@@ -10,6 +10,7 @@ use tokio_postgres::{GenericClient, Row, Transaction};
 use uuid::Uuid;
 
 use super::{Counted, StoreError};
+use crate::lanes::Lane;
 
 /// A notification's life, as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +78,7 @@ pub struct StoredNotification {
     pub cleanups_parked: u32,
     /// Segments whose gone / invalid share tripped the safety valve.
     pub suspect_segments: Vec<String>,
+    pub lane: Lane,
 }
 
 /// What became of one platform's pushes so far (also the status API's
@@ -109,22 +111,23 @@ const COLUMNS: &str = "id, payload, status, api_key_id, trace_id, jobs_planned, 
                        dry_run_android, cancelled_android, held_back_ios, held_back_android,
                        registrations_deleted, invalid_decision,
                        t50_ms, t90_ms, t99_ms, created_at, updated_at, completed_at, cancelled_at,
-                       failure_reason, cleanups_parked, suspect_segments";
+                       failure_reason, cleanups_parked, suspect_segments, lane";
 
 /// Stores a new notification in `accepted`; does nothing when the id exists.
 pub async fn insert_if_absent(
     client: &impl GenericClient,
     id: Uuid,
     notification: &Notification,
+    lane: Lane,
     api_key_id: &str,
     trace_id: Option<&str>,
 ) -> Result<bool, StoreError> {
     let payload = serde_json::to_value(notification).map_err(|err| StoreError::Corrupt(err.to_string()))?;
     let inserted = client
         .execute(
-            "INSERT INTO notifications (id, payload, topics, api_key_id, trace_id) VALUES ($1, $2, $3, $4, $5)
+            "INSERT INTO notifications (id, payload, topics, api_key_id, trace_id, lane) VALUES ($1, $2, $3, $4, $5, $6)
              ON CONFLICT (id) DO NOTHING",
-            &[&id, &payload, &notification.topics, &api_key_id, &trace_id],
+            &[&id, &payload, &notification.topics, &api_key_id, &trace_id, &lane.as_str()],
         )
         .await?;
     Ok(inserted == 1)
@@ -149,15 +152,18 @@ pub async fn mark_planned(
     tx: &Transaction<'_>,
     id: Uuid,
     jobs: u32,
+    audience_estimate: Option<u64>,
     trace_context: &[(String, String)],
 ) -> Result<(), StoreError> {
     let trace_context =
         serde_json::to_value(trace_context).map_err(|err| StoreError::Corrupt(err.to_string()))?;
+    let audience_estimate = audience_estimate.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
     tx.execute(
         "UPDATE notifications
-            SET status = 'harvesting', jobs_planned = $2, trace_context = $3, updated_at = now()
+            SET status = 'harvesting', jobs_planned = $2, trace_context = $3, audience_estimate = $4,
+                updated_at = now()
           WHERE id = $1",
-        &[&id, &(jobs as i32), &trace_context],
+        &[&id, &(jobs as i32), &trace_context, &audience_estimate],
     )
     .await?;
     Ok(())
@@ -274,6 +280,10 @@ fn from_row(row: &Row) -> Result<StoredNotification, StoreError> {
         failure_reason: row.get("failure_reason"),
         cleanups_parked: small("cleanups_parked"),
         suspect_segments: row.get("suspect_segments"),
+        lane: {
+            let lane: String = row.get("lane");
+            Lane::parse(&lane).ok_or_else(|| StoreError::Corrupt(format!("unknown lane {lane:?}")))?
+        },
     })
 }
 
