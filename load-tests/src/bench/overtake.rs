@@ -34,7 +34,7 @@ const MEDIUM_TOPIC: &str = "overtake/medium";
 const SMALL_TOPIC: &str = "overtake/small";
 /// The relay settings that switch scheduling off: ten minutes ahead and
 /// a floor no audience reaches release every job at once.
-const UNSCHEDULED: [(&str, &str); 2] = [
+pub const UNSCHEDULED: [(&str, &str); 2] = [
     ("CLARION_SCHEDULE_AHEAD_MS", "600000"),
     ("CLARION_SCHEDULE_MIN_TOKENS", "1000000000"),
 ];
