@@ -5,8 +5,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::actors::job_relay::Scheduling;
 use crate::hygiene::HygienePlan;
 use crate::progress::completion::Valve;
+use crate::scheduling::Budget;
 use clap::Parser;
 use clap::builder::BoolishValueParser;
 use clarion_runtime::telemetry::OtlpSettings;
@@ -105,6 +107,31 @@ pub struct Settings {
     )]
     pub tokens_per_job: u64,
 
+    /// Milliseconds of delivery the job relay keeps released ahead of the
+    /// dispatchers, at the delivery rate it measures: the queues after the
+    /// relay hold about this much work, so a newly sent alert reaches its
+    /// first devices after about this long however big the sends before it.
+    /// Smaller overtakes sooner; too small lets the dispatchers run dry
+    /// between releases.
+    #[arg(
+        long = "schedule-ahead-ms",
+        env = "CLARION_SCHEDULE_AHEAD_MS",
+        default_value_t = 1500,
+        value_parser = clap::value_parser!(u64).range(100..=600_000)
+    )]
+    pub schedule_ahead_ms: u64,
+
+    /// Tokens per platform the job relay may keep released ahead of the
+    /// dispatchers whatever the measured rate (an idle cluster has none
+    /// yet): the first jobs of a send go out at once up to this much.
+    #[arg(
+        long = "schedule-min-tokens",
+        env = "CLARION_SCHEDULE_MIN_TOKENS",
+        default_value_t = 50_000,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub schedule_min_tokens: u64,
+
     /// Seconds a notification in flight may go without progress (no job or
     /// delivery report counted) before the watchdog fails it with a reason
     /// saying what never reported.
@@ -174,6 +201,17 @@ pub struct Settings {
 impl Settings {
     pub fn topic_count_max_age(&self) -> Duration {
         Duration::from_secs(self.topic_count_max_age_secs)
+    }
+
+    /// How the job relay decides what to release.
+    pub fn scheduling(&self) -> Scheduling {
+        Scheduling {
+            budget: Budget {
+                ahead: Duration::from_millis(self.schedule_ahead_ms),
+                min_tokens: self.schedule_min_tokens,
+            },
+            tokens_per_job: self.tokens_per_job,
+        }
     }
 
     /// The safety valve's thresholds.

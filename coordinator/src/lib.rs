@@ -13,9 +13,11 @@ pub mod config;
 pub mod error;
 pub mod handlers;
 pub mod hygiene;
+pub mod lanes;
 pub mod migrations;
 pub mod planning;
 pub mod progress;
+pub mod scheduling;
 pub mod sending;
 pub mod store;
 
@@ -166,7 +168,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
     let refresh_every = settings.topic_count_max_age() / 2;
     let topic_counter = TopicCounter::new(pool.clone(), refresh_every).start();
     let publisher = Publisher::new(broker.clone(), names.clone());
-    let relay = JobRelay::new(pool.clone(), broker.clone(), names.clone()).start();
+    let relay = JobRelay::new(pool.clone(), broker.clone(), names.clone(), settings.scheduling()).start();
     let watchdog = Watchdog::new(pool.clone(), settings.stall()).start();
     let hygiene = Hygiene::new(
         db::Manager::new(&settings.database, &trust, "clarion-coordinator-hygiene")?,

@@ -29,6 +29,7 @@ use crate::actors::job_relay::{JobRelay, JobsCommitted};
 use crate::actors::topic_counter::{PeekTopicCounts, TopicCounter};
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::lanes::Lane;
 use crate::planning::{AudienceEstimate, plan};
 use crate::store::StoreError;
 use crate::store::audit::{self, Action};
@@ -58,17 +59,26 @@ pub async fn accept(
     sending: Sending<'_>,
     id: Uuid,
     notification: Notification,
+    lane: Lane,
     caller: &Caller,
 ) -> Result<Accepted, ApiError> {
     let trace_id = trace_id_of(&tracing::Span::current());
     let mut conn = sending.pool.get().await.map_err(DbError::from)?;
-    store::insert_if_absent(&*conn, id, &notification, &caller.key_id, trace_id.as_deref()).await?;
+    store::insert_if_absent(
+        &*conn,
+        id,
+        &notification,
+        lane,
+        &caller.key_id,
+        trace_id.as_deref(),
+    )
+    .await?;
 
     let tx = conn.transaction().await.map_err(StoreError::from)?;
     let stored = store::lock(&tx, id)
         .await?
         .ok_or_else(|| ApiError::Internal(format!("notification {id} vanished while being accepted")))?;
-    if stored.notification != notification {
+    if stored.notification != notification || stored.lane != lane {
         return Err(ApiError::Conflict(format!(
             "notification {id} was already sent with different content; use a new id"
         )));
@@ -108,9 +118,11 @@ pub async fn accept(
         current.record("unknown_topics", estimate.unknown_topics);
         let trace_context = clarion_proto::trace_context::inject(&current.context());
         outbox::insert_plan(&tx, id, &ranges).await?;
-        store::mark_planned(&tx, id, jobs, &trace_context).await?;
+        let audience_estimate = (estimate.unknown_topics == 0).then_some(estimate.known);
+        store::mark_planned(&tx, id, jobs, audience_estimate, &trace_context).await?;
         info!(
             notification.id = %id,
+            lane = %lane,
             jobs,
             estimated_audience = estimate.known,
             unknown_topics = estimate.unknown_topics,
@@ -126,7 +138,8 @@ pub async fn accept(
     // a full mailbox (nudges already waiting) loses nothing.
     let _ = sending.relay.try_send(JobsCommitted);
     info!(notification.id = %id, jobs, "notification accepted");
-    metrics::counter!("clarion_coordinator_jobs_planned_total").increment(u64::from(jobs));
+    metrics::counter!("clarion_coordinator_jobs_planned_total", "lane" => lane.as_str())
+        .increment(u64::from(jobs));
     Ok(Accepted::New {
         status: Status::Harvesting,
     })

@@ -97,6 +97,11 @@ impl ServiceProcess {
         self.launch()
     }
 
+    /// Changes a setting for the next (re)start.
+    pub fn set(&mut self, key: &str, value: &str) {
+        self.launch.env.push((key.to_owned(), value.to_owned()));
+    }
+
     /// The value of one of the settings the process was started with.
     pub fn setting(&self, key: &str) -> Option<&str> {
         self.launch

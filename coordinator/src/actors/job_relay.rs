@@ -1,27 +1,36 @@
-//! The job relay: publishes the shard jobs committed to the outbox
-//! (`job_outbox`) with publisher confirms, and marks them published.
+//! The job relay: releases the shard jobs committed to the outbox
+//! (`job_outbox`) in the order they should reach devices, publishes them
+//! with publisher confirms, and marks them published.
 //!
-//! A round claims the oldest waiting jobs (row-locked with `SKIP LOCKED`, so
-//! the relays of several coordinator replicas share the work and never
-//! publish the same job at once), publishes the first notification's among
-//! them and marks them published once all are confirmed, in the claiming
-//! transaction — one notification per transaction, so no transaction lasts
-//! longer than one notification's publish deadline; the other claimed rows
-//! are released by the commit and claimed again next. Rounds run when a send
-//! commits a plan (a nudge) and every [`TICK`], so jobs left by a broker
-//! outage or a coordinator crash are published as soon as the broker is
-//! back. At-least-once: a crash between a confirm and the commit publishes
-//! those jobs again; their reports are counted once.
+//! **What is released when** (see [`crate::scheduling`]): a round reads the
+//! notifications in flight, measures the delivery rate from their reports,
+//! and releases jobs only while the tokens released and not yet reported
+//! stay within the budget (a few seconds of delivery per platform), most
+//! urgent lane first, then the notification with the least left to
+//! release. So the queues after the relay stay shallow and a breaking
+//! alert's jobs are published ahead of the rest of a briefing's.
+//!
+//! A round claims the chosen jobs (row-locked with `SKIP LOCKED`, under a
+//! transaction-scoped advisory lock, so the relays of several coordinator
+//! replicas never publish the same job nor spend the same budget at once),
+//! publishes them and marks them published once all are confirmed, in the
+//! claiming transaction — one notification per transaction, so no
+//! transaction lasts longer than one publish deadline. Rounds run when a
+//! send commits a plan (a nudge), every [`POLL`] while jobs wait for room,
+//! and every [`TICK`], so jobs left by a broker outage or a coordinator
+//! crash are published as soon as the broker is back. At-least-once: a
+//! crash between a confirm and the commit publishes those jobs again; their
+//! reports are counted once.
 //!
 //! A relay whose broker link is down claims nothing (so a replica that can
 //! publish is never starved by one that cannot), and [`Stop`] ends
 //! it when the coordinator stops.
 //!
-//! What the relay owns: the round in flight (at most one per process) and
-//! the jobs in it awaiting their confirms, shown as
-//! `clarion_coordinator_relay_jobs_awaiting_confirm`.
+//! What the relay owns: the round in flight (at most one per process), the
+//! jobs in it awaiting their confirms
+//! (`clarion_coordinator_relay_jobs_awaiting_confirm`) and the rate meter.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use clarion_proto::{Names, ShardJob, WireVersion};
@@ -32,6 +41,8 @@ use tracing::{Instrument, info, warn};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::Stop;
+use crate::lanes::Lane;
+use crate::scheduling::{Budget, InFlight, PerPlatform, RateMeter, next_release, total_outstanding};
 use crate::store::StoreError;
 use crate::store::outbox::{self, WaitingJob};
 
@@ -39,10 +50,15 @@ use crate::store::outbox::{self, WaitingJob};
 /// left by a broker outage or a crash wait at most this long once the
 /// broker is back.
 const TICK: Duration = Duration::from_secs(1);
-/// Jobs claimed per transaction: a 10M send plans ~1,000 jobs, so a few
-/// transactions publish the largest plan; small enough that one
+/// How soon the relay looks again while jobs wait for room in the budget:
+/// reports free room continuously, and a freed slot should not stay empty
+/// for long.
+const POLL: Duration = Duration::from_millis(100);
+/// Jobs claimed per transaction at most: small enough that one
 /// transaction's locks and payloads stay small.
-const CLAIM_LIMIT: i64 = 256;
+const CLAIM_LIMIT: u32 = 256;
+/// Window over which the delivery rate is measured.
+const RATE_WINDOW: Duration = Duration::from_secs(3);
 /// Longest a round waits for the broker (connecting included) before it
 /// gives up and leaves the rest for the next round.
 const PUBLISH_DEADLINE: Duration = Duration::from_secs(10);
@@ -80,6 +96,9 @@ pub struct JobRelay {
     broker: BrokerLink,
     publisher: Publisher,
     names: Names,
+    scheduling: Scheduling,
+    /// Owned by the round in flight while one runs.
+    meter: Option<RateMeter>,
     /// A round is running (at most one per process).
     relaying: bool,
     /// Nudged while a round ran: run another one right after it.
@@ -89,13 +108,24 @@ pub struct JobRelay {
     stopping: bool,
 }
 
+/// How the relay decides what to release.
+#[derive(Debug, Clone, Copy)]
+pub struct Scheduling {
+    pub budget: Budget,
+    /// Tokens a job of a notification whose audience was not estimated is
+    /// counted as (the planner's tokens per job).
+    pub tokens_per_job: u64,
+}
+
 impl JobRelay {
-    pub fn new(pool: PgPool, broker: BrokerLink, names: Names) -> Self {
+    pub fn new(pool: PgPool, broker: BrokerLink, names: Names, scheduling: Scheduling) -> Self {
         Self {
             pool,
             publisher: Publisher::new(broker.clone(), names.clone()),
             broker,
             names,
+            scheduling,
+            meter: Some(RateMeter::new(RATE_WINDOW)),
             relaying: false,
             nudged: false,
             stopping: false,
@@ -122,13 +152,19 @@ impl JobRelay {
             pool: self.pool.clone(),
             publisher: self.publisher.clone(),
             exchange: self.names.harvest_exchange(),
+            scheduling: self.scheduling,
+            meter: self.meter.take().unwrap_or_else(|| RateMeter::new(RATE_WINDOW)),
+            last_waiting: 0,
         };
-        ctx.spawn(round.run_until_empty().into_actor(self).map(|_, relay, ctx| {
+        ctx.spawn(round.run().into_actor(self).map(|(end, meter), relay, ctx| {
             relay.relaying = false;
+            relay.meter = Some(meter);
             if relay.stopping {
                 ctx.stop();
             } else if relay.nudged {
                 relay.relay(ctx);
+            } else if end == RoundEnd::WaitingForRoom {
+                ctx.run_later(POLL, |relay, ctx| relay.relay(ctx));
             }
         }));
     }
@@ -166,63 +202,102 @@ impl Handler<JobsCommitted> for JobRelay {
     }
 }
 
-/// One relay round: claim, publish, mark, until nothing waits.
+/// Why a round ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RoundEnd {
+    /// Nothing waits in the outbox.
+    Idle,
+    /// Jobs wait for room in the budget (or for another replica's relay).
+    WaitingForRoom,
+    /// Something failed; the next tick tries again.
+    Failed,
+}
+
+/// One relay round: choose, claim, publish, mark, until nothing waits or
+/// the budget is spent.
 struct Round {
     pool: PgPool,
     publisher: Publisher,
     exchange: String,
+    scheduling: Scheduling,
+    meter: RateMeter,
+    /// Jobs waiting at the last look.
+    last_waiting: u64,
 }
 
 impl Round {
-    async fn run_until_empty(self) {
-        loop {
-            match self.claim_and_publish().await {
-                Ok(0) => break,
-                Ok(_) => continue,
+    async fn run(mut self) -> (RoundEnd, RateMeter) {
+        let end = loop {
+            match self.release_next().await {
+                Ok(Some(_)) => continue,
+                Ok(None) => break self.waiting_end(),
                 Err(err) => {
                     warn!(error = %err, "shard jobs wait in the outbox; retrying");
                     metrics::counter!("clarion_coordinator_relay_failures_total").increment(1);
-                    break;
+                    break RoundEnd::Failed;
                 }
             }
-        }
+        };
         metrics::gauge!("clarion_coordinator_relay_jobs_awaiting_confirm").set(0.0);
-        if let Ok(conn) = self.pool.get().await
-            && let Ok(waiting) = outbox::waiting_count(&*conn).await
-        {
-            metrics::gauge!("clarion_coordinator_outbox_waiting_jobs").set(waiting as f64);
+        (end, self.meter)
+    }
+
+    /// Whether the last look found jobs waiting.
+    fn waiting_end(&self) -> RoundEnd {
+        if self.last_waiting > 0 {
+            RoundEnd::WaitingForRoom
+        } else {
+            RoundEnd::Idle
         }
     }
 
-    /// Publishes the waiting jobs of the oldest notification (up to
-    /// [`CLAIM_LIMIT`]); returns how many (0: nothing waits).
-    async fn claim_and_publish(&self) -> Result<usize, RelayError> {
+    /// Releases the next jobs the schedule picks; returns how many (`None`:
+    /// nothing waits, no room, or another replica's relay is choosing).
+    async fn release_next(&mut self) -> Result<Option<usize>, RelayError> {
         let mut conn = self.pool.get().await.map_err(DbError::from)?;
         let tx = conn.transaction().await?;
-        let jobs = outbox::claim_waiting(&tx, CLAIM_LIMIT).await?;
-        if jobs.is_empty() {
-            return Ok(0);
+        if !outbox::try_lock_scheduling(&tx).await? {
+            self.last_waiting = 1;
+            return Ok(None);
         }
-        // One notification per transaction (see the module docs).
-        let first = jobs
-            .chunk_by(|a, b| a.notification_id == b.notification_id)
-            .next()
-            .unwrap_or(&[]);
-        metrics::gauge!("clarion_coordinator_relay_jobs_awaiting_confirm").set(first.len() as f64);
-        self.publish(first).await?;
-        outbox::mark_published(&tx, first).await?;
+        let in_flight = outbox::in_flight(&tx).await?;
+        let now = Instant::now();
+        self.meter.observe(now, &in_flight);
+        let budget = self.scheduling.budget.tokens(self.meter.rate(now));
+        self.last_waiting = in_flight.iter().map(|n| u64::from(n.jobs_waiting)).sum();
+        record_schedule(
+            &in_flight,
+            budget,
+            self.meter.rate(now),
+            self.scheduling.tokens_per_job,
+        );
+        let Some(release) = next_release(&in_flight, budget, self.scheduling.tokens_per_job, CLAIM_LIMIT)
+        else {
+            return Ok(None);
+        };
+        let jobs = outbox::claim_waiting(&tx, release.notification_id, i64::from(release.jobs)).await?;
+        if jobs.is_empty() {
+            // Its rows are locked by a relay that does not take the
+            // scheduling lock (an older version): try again shortly.
+            return Ok(None);
+        }
+        metrics::gauge!("clarion_coordinator_relay_jobs_awaiting_confirm").set(jobs.len() as f64);
+        self.publish(&jobs, release.lane).await?;
+        outbox::mark_published(&tx, &jobs).await?;
         tx.commit().await?;
-        metrics::counter!("clarion_coordinator_jobs_published_total").increment(first.len() as u64);
-        Ok(first.len())
+        metrics::counter!("clarion_coordinator_jobs_published_total", "lane" => release.lane.as_str())
+            .increment(jobs.len() as u64);
+        Ok(Some(jobs.len()))
     }
 
     /// Publishes one notification's claimed jobs, in a span of its trace.
-    async fn publish(&self, jobs: &[WaitingJob]) -> Result<(), RelayError> {
+    async fn publish(&self, jobs: &[WaitingJob], lane: Lane) -> Result<(), RelayError> {
         let Some(first) = jobs.first() else {
             return Ok(());
         };
         let span = tracing::info_span!(
             "publish shard jobs",
+            notification.lane = %lane,
             otel.kind = "producer",
             messaging.system = "rabbitmq",
             messaging.operation.type = "publish",
@@ -260,10 +335,42 @@ impl Round {
             .await?;
         info!(
             notification.id = %first.notification_id,
+            lane = %lane,
             jobs = jobs.len(),
             first_job = first.job_index,
             "shard jobs published"
         );
         Ok(())
+    }
+}
+
+/// Shows the schedule as metrics: jobs waiting per lane, and per platform
+/// the tokens outstanding, the budget and the measured rate.
+fn record_schedule(
+    in_flight: &[InFlight],
+    budget: PerPlatform<u64>,
+    rate: PerPlatform<f64>,
+    tokens_per_job: u64,
+) {
+    for lane in Lane::ALL {
+        let waiting: u64 = in_flight
+            .iter()
+            .filter(|n| n.lane == lane)
+            .map(|n| u64::from(n.jobs_waiting))
+            .sum();
+        metrics::gauge!("clarion_coordinator_outbox_waiting_jobs", "lane" => lane.as_str())
+            .set(waiting as f64);
+    }
+    let outstanding = total_outstanding(in_flight, tokens_per_job);
+    for (platform, outstanding, budget, rate) in [
+        ("ios", outstanding.ios, budget.ios, rate.ios),
+        ("android", outstanding.android, budget.android, rate.android),
+    ] {
+        metrics::gauge!("clarion_coordinator_schedule_outstanding_tokens", "platform" => platform)
+            .set(outstanding as f64);
+        metrics::gauge!("clarion_coordinator_schedule_budget_tokens", "platform" => platform)
+            .set(budget as f64);
+        metrics::gauge!("clarion_coordinator_schedule_rate_tokens_per_second", "platform" => platform)
+            .set(rate);
     }
 }

@@ -17,6 +17,7 @@ use uuid::Uuid;
 use super::AppState;
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
+use crate::lanes::Lane;
 use crate::progress::completion::announce;
 use crate::progress::settle_cancelled;
 use crate::progress::timings::{Timings, reachable, timings};
@@ -56,6 +57,12 @@ pub struct SendRequest {
     /// Go through the whole pipeline without sending to Apple or Google.
     #[serde(default)]
     pub dry_run: bool,
+    /// What the send may overtake: `urgent` (breaking news) goes before
+    /// every other send, `bulk` (briefings, marketing) yields to every
+    /// other; `standard` (the default) is everything else. Within a lane a
+    /// smaller send overtakes a bigger one that started earlier.
+    #[schema(value_type = Option<Lane>, example = "urgent")]
+    pub lane: Option<Lane>,
 }
 
 /// A whole number that fits a `u32`, written as JSON writes it: JSON Schema
@@ -80,7 +87,7 @@ fn whole_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Opt
 }
 
 impl SendRequest {
-    fn into_notification(self) -> (Option<Uuid>, Notification) {
+    fn into_notification(self) -> (Option<Uuid>, Notification, Lane) {
         let notification = Notification {
             topics: self.topics,
             title: self.title,
@@ -95,7 +102,7 @@ impl SendRequest {
             data: self.data,
             dry_run: self.dry_run,
         };
-        (self.id, notification)
+        (self.id, notification, self.lane.unwrap_or_default())
     }
 }
 
@@ -183,6 +190,8 @@ pub struct NotificationStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
     pub topics: Vec<String>,
+    /// `urgent`, `standard` or `bulk`.
+    pub lane: Lane,
     pub dry_run: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -232,6 +241,7 @@ impl NotificationStatus {
             status: stored.status.as_str().to_owned(),
             trace_id: stored.trace_id,
             topics: stored.notification.topics,
+            lane: stored.lane,
             dry_run: stored.notification.dry_run,
             created_at: stored.created_at,
             updated_at: stored.updated_at,
@@ -334,7 +344,7 @@ pub async fn send_notification(
     body: web::Json<SendRequest>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Send)?;
-    let (id, notification) = body.into_inner().into_notification();
+    let (id, notification, lane) = body.into_inner().into_notification();
     let notification = notification
         .validated()
         .map_err(|err| ApiError::Invalid(err.to_string()))?;
@@ -346,6 +356,7 @@ pub async fn send_notification(
         notification.id = %id,
         notification.topics = notification.topics.len(),
         notification.dry_run = notification.dry_run,
+        notification.lane = %lane,
     );
     let sending = Sending {
         pool: &state.pool,
@@ -353,14 +364,17 @@ pub async fn send_notification(
         relay: &state.relay,
         tokens_per_job: state.tokens_per_job,
     };
-    let accepted = accept(sending, id, notification, &caller).instrument(span).await;
+    let accepted = accept(sending, id, notification, lane, &caller)
+        .instrument(span)
+        .await;
     let outcome = match &accepted {
         Ok(Accepted::New { .. }) => "accepted",
         Ok(Accepted::Replay { .. }) => "replayed",
         Err(ApiError::Conflict(_)) => "conflict",
         Err(_) => "failed",
     };
-    metrics::counter!("clarion_coordinator_notifications_total", "outcome" => outcome).increment(1);
+    metrics::counter!("clarion_coordinator_notifications_total", "outcome" => outcome, "lane" => lane.as_str())
+        .increment(1);
     let accepted = accepted?;
     let (mut response, status) = match accepted {
         Accepted::New { status } => (HttpResponse::Accepted(), status),
@@ -528,6 +542,7 @@ mod tests {
             cleanups_parked: 0,
             suspect_segments: vec![],
             details_removed_at: None,
+            lane: Lane::Standard,
         }
     }
 

@@ -10,6 +10,7 @@ use tokio_postgres::{GenericClient, Row, Transaction};
 use uuid::Uuid;
 
 use super::{Counted, StoreError};
+use crate::lanes::Lane;
 
 /// A notification's life, as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +81,7 @@ pub struct StoredNotification {
     /// When data hygiene removed its detail rows (its timings are the
     /// stored ones from then on).
     pub details_removed_at: Option<DateTime<Utc>>,
+    pub lane: Lane,
 }
 
 /// What became of one platform's pushes so far (also the status API's
@@ -112,22 +114,23 @@ const COLUMNS: &str = "id, payload, status, api_key_id, trace_id, jobs_planned, 
                        dry_run_android, cancelled_android, held_back_ios, held_back_android,
                        registrations_deleted, invalid_decision,
                        t50_ms, t90_ms, t99_ms, created_at, updated_at, completed_at, cancelled_at,
-                       failure_reason, cleanups_parked, suspect_segments, details_removed_at";
+                       failure_reason, cleanups_parked, suspect_segments, details_removed_at, lane";
 
 /// Stores a new notification in `accepted`; does nothing when the id exists.
 pub async fn insert_if_absent(
     client: &impl GenericClient,
     id: Uuid,
     notification: &Notification,
+    lane: Lane,
     api_key_id: &str,
     trace_id: Option<&str>,
 ) -> Result<bool, StoreError> {
     let payload = serde_json::to_value(notification).map_err(|err| StoreError::Corrupt(err.to_string()))?;
     let inserted = client
         .execute(
-            "INSERT INTO notifications (id, payload, topics, api_key_id, trace_id) VALUES ($1, $2, $3, $4, $5)
+            "INSERT INTO notifications (id, payload, topics, api_key_id, trace_id, lane) VALUES ($1, $2, $3, $4, $5, $6)
              ON CONFLICT (id) DO NOTHING",
-            &[&id, &payload, &notification.topics, &api_key_id, &trace_id],
+            &[&id, &payload, &notification.topics, &api_key_id, &trace_id, &lane.as_str()],
         )
         .await?;
     Ok(inserted == 1)
@@ -152,15 +155,18 @@ pub async fn mark_planned(
     tx: &Transaction<'_>,
     id: Uuid,
     jobs: u32,
+    audience_estimate: Option<u64>,
     trace_context: &[(String, String)],
 ) -> Result<(), StoreError> {
     let trace_context =
         serde_json::to_value(trace_context).map_err(|err| StoreError::Corrupt(err.to_string()))?;
+    let audience_estimate = audience_estimate.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
     tx.execute(
         "UPDATE notifications
-            SET status = 'harvesting', jobs_planned = $2, trace_context = $3, updated_at = now()
+            SET status = 'harvesting', jobs_planned = $2, trace_context = $3, audience_estimate = $4,
+                updated_at = now()
           WHERE id = $1",
-        &[&id, &(jobs as i32), &trace_context],
+        &[&id, &(jobs as i32), &trace_context, &audience_estimate],
     )
     .await?;
     Ok(())
@@ -278,6 +284,10 @@ fn from_row(row: &Row) -> Result<StoredNotification, StoreError> {
         cleanups_parked: small("cleanups_parked"),
         suspect_segments: row.get("suspect_segments"),
         details_removed_at: row.get("details_removed_at"),
+        lane: {
+            let lane: String = row.get("lane");
+            Lane::parse(&lane).ok_or_else(|| StoreError::Corrupt(format!("unknown lane {lane:?}")))?
+        },
     })
 }
 

@@ -3,10 +3,12 @@
 
 use chrono::{DateTime, Utc};
 use clarion_proto::{Notification, ShardRange};
-use tokio_postgres::{GenericClient, Transaction};
+use tokio_postgres::{GenericClient, Row, Transaction};
 use uuid::Uuid;
 
 use super::StoreError;
+use crate::lanes::Lane;
+use crate::scheduling::{InFlight, PerPlatform};
 
 /// A committed job the broker has not confirmed yet, with what its message
 /// needs from the notification.
@@ -38,50 +40,120 @@ pub async fn insert_plan(tx: &Transaction<'_>, id: Uuid, ranges: &[ShardRange]) 
     Ok(())
 }
 
-/// Claims up to `limit` waiting jobs, oldest notification first, row-locked
-/// for the rest of `tx` (`SKIP LOCKED`: the relays of several coordinator
-/// replicas never claim the same job). Jobs of cancelled or failed
-/// notifications are never claimed.
-pub async fn claim_waiting(tx: &Transaction<'_>, limit: i64) -> Result<Vec<WaitingJob>, StoreError> {
+/// Advisory lock a relay holds (for its transaction) while it decides what
+/// to release, so the relays of several coordinator replicas never release
+/// on the same budget at once ("Clarion relay" in ASCII, cut to 8 bytes).
+const SCHEDULING_LOCK_KEY: i64 = 0x436c_6172_5265_6c61;
+
+/// Takes the scheduling lock for the rest of `tx`; `false` when another
+/// relay holds it (it is releasing right now).
+pub async fn try_lock_scheduling(tx: &Transaction<'_>) -> Result<bool, StoreError> {
+    let row = tx
+        .query_one("SELECT pg_try_advisory_xact_lock($1)", &[&SCHEDULING_LOCK_KEY])
+        .await?;
+    Ok(row.get(0))
+}
+
+/// The notifications in flight with what scheduling needs to know of them.
+pub async fn in_flight(client: &impl GenericClient) -> Result<Vec<InFlight>, StoreError> {
+    let rows = client
+        .query(
+            "SELECT n.id, n.lane, n.created_at, n.jobs_planned, n.jobs_done + n.jobs_failed AS jobs_reported,
+                    n.audience_estimate, n.audience_ios, n.audience_android,
+                    n.sent_ios + n.failed_ios + n.invalid_ios + n.unregistered_ios + n.expired_ios
+                      + n.dry_run_ios + n.cancelled_ios + n.held_back_ios AS reported_ios,
+                    n.sent_android + n.failed_android + n.invalid_android + n.unregistered_android
+                      + n.expired_android + n.dry_run_android + n.cancelled_android + n.held_back_android
+                      AS reported_android,
+                    o.released, o.waiting
+               FROM notifications n
+               CROSS JOIN LATERAL (
+                    SELECT count(*) FILTER (WHERE published_at IS NOT NULL) AS released,
+                           count(*) FILTER (WHERE published_at IS NULL) AS waiting
+                      FROM job_outbox WHERE notification_id = n.id) o
+              WHERE n.status IN ('accepted', 'harvesting', 'dispatching')",
+            &[],
+        )
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let lane: String = row.get("lane");
+            let count = |name: &str| row.get::<_, i64>(name).max(0) as u64;
+            let small = |name: &str| row.get::<_, i64>(name).clamp(0, i64::from(u32::MAX)) as u32;
+            Ok(InFlight {
+                id: row.get("id"),
+                lane: Lane::parse(&lane)
+                    .ok_or_else(|| StoreError::Corrupt(format!("unknown lane {lane:?}")))?,
+                created_at: row.get("created_at"),
+                jobs_planned: row.get::<_, i32>("jobs_planned").max(0) as u32,
+                jobs_released: small("released"),
+                jobs_waiting: small("waiting"),
+                jobs_reported: row.get::<_, i32>("jobs_reported").max(0) as u32,
+                audience_estimate: row
+                    .get::<_, Option<i64>>("audience_estimate")
+                    .map(|n| n.max(0) as u64),
+                harvested: PerPlatform {
+                    ios: count("audience_ios"),
+                    android: count("audience_android"),
+                },
+                reported: PerPlatform {
+                    ios: count("reported_ios"),
+                    android: count("reported_android"),
+                },
+            })
+        })
+        .collect()
+}
+
+/// Claims up to `limit` waiting jobs of one notification, lowest index
+/// first, row-locked for the rest of `tx` (`SKIP LOCKED`: the relays of
+/// several coordinator replicas never claim the same job). Nothing of a
+/// cancelled, failed or complete notification is claimed.
+pub async fn claim_waiting(
+    tx: &Transaction<'_>,
+    notification_id: Uuid,
+    limit: i64,
+) -> Result<Vec<WaitingJob>, StoreError> {
     let rows = tx
         .query(
             "SELECT o.notification_id, o.job_index, o.shard_start, o.shard_end,
                     n.jobs_planned, n.created_at, n.payload, n.trace_context
                FROM job_outbox o
                JOIN notifications n ON n.id = o.notification_id
-              WHERE o.published_at IS NULL
+              WHERE o.notification_id = $1
+                AND o.published_at IS NULL
                 AND n.status NOT IN ('cancelled', 'failed', 'complete')
-           ORDER BY o.created_at, o.notification_id, o.job_index
-              LIMIT $1
+           ORDER BY o.job_index
+              LIMIT $2
                 FOR UPDATE OF o SKIP LOCKED",
-            &[&limit],
+            &[&notification_id, &limit],
         )
         .await?;
-    rows.iter()
-        .map(|row| {
-            let start: i16 = row.get("shard_start");
-            let end: i16 = row.get("shard_end");
-            let shards = ShardRange::new(start.max(0) as u16, end.max(0) as u16)
-                .map_err(|err| StoreError::Corrupt(err.to_string()))?;
-            let notification = serde_json::from_value(row.get("payload"))
-                .map_err(|err| StoreError::Corrupt(format!("payload: {err}")))?;
-            let trace_context: Option<serde_json::Value> = row.get("trace_context");
-            let trace_context = match trace_context {
-                Some(value) => serde_json::from_value(value)
-                    .map_err(|err| StoreError::Corrupt(format!("trace context: {err}")))?,
-                None => Vec::new(),
-            };
-            Ok(WaitingJob {
-                notification_id: row.get("notification_id"),
-                job_index: row.get::<_, i32>("job_index").max(0) as u32,
-                jobs_planned: row.get::<_, i32>("jobs_planned").max(0) as u32,
-                shards,
-                sent_at: row.get("created_at"),
-                notification,
-                trace_context,
-            })
-        })
-        .collect()
+    rows.iter().map(waiting_job).collect()
+}
+
+fn waiting_job(row: &Row) -> Result<WaitingJob, StoreError> {
+    let start: i16 = row.get("shard_start");
+    let end: i16 = row.get("shard_end");
+    let shards = ShardRange::new(start.max(0) as u16, end.max(0) as u16)
+        .map_err(|err| StoreError::Corrupt(err.to_string()))?;
+    let notification = serde_json::from_value(row.get("payload"))
+        .map_err(|err| StoreError::Corrupt(format!("payload: {err}")))?;
+    let trace_context: Option<serde_json::Value> = row.get("trace_context");
+    let trace_context = match trace_context {
+        Some(value) => serde_json::from_value(value)
+            .map_err(|err| StoreError::Corrupt(format!("trace context: {err}")))?,
+        None => Vec::new(),
+    };
+    Ok(WaitingJob {
+        notification_id: row.get("notification_id"),
+        job_index: row.get::<_, i32>("job_index").max(0) as u32,
+        jobs_planned: row.get::<_, i32>("jobs_planned").max(0) as u32,
+        shards,
+        sent_at: row.get("created_at"),
+        notification,
+        trace_context,
+    })
 }
 
 /// Marks jobs published (their confirms arrived).
@@ -96,12 +168,4 @@ pub async fn mark_published(tx: &Transaction<'_>, jobs: &[WaitingJob]) -> Result
     )
     .await?;
     Ok(())
-}
-
-/// Jobs committed and not yet confirmed by the broker (a gauge).
-pub async fn waiting_count(client: &impl GenericClient) -> Result<i64, StoreError> {
-    let row = client
-        .query_one("SELECT count(*) FROM job_outbox WHERE published_at IS NULL", &[])
-        .await?;
-    Ok(row.get(0))
 }

@@ -87,7 +87,18 @@ pub async fn run(args: HarvestArgs) -> Result<HarvestReport> {
         amqp_url: amqp_url.clone(),
         namespace,
         harvesters: 1,
-        coordinator_env: vec![("CLARION_TOKENS_PER_JOB".into(), args.tokens_per_job.to_string())],
+        // No dispatchers report here: the job relay must release every job
+        // at once instead of a few seconds of delivery.
+        coordinator_env: std::iter::once((
+            "CLARION_TOKENS_PER_JOB".to_owned(),
+            args.tokens_per_job.to_string(),
+        ))
+        .chain(
+            crate::bench::overtake::UNSCHEDULED
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        )
+        .collect(),
         harvester_env: vec![
             ("CLARION_HARVEST_WORKERS".into(), args.harvest_workers.to_string()),
             ("CLARION_BATCH_SIZE".into(), args.batch_size.to_string()),

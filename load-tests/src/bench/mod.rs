@@ -6,6 +6,7 @@ pub mod ceiling;
 pub mod chaos;
 pub mod harvest;
 pub mod mocks;
+pub mod overtake;
 pub mod plot;
 pub mod run;
 

@@ -16,7 +16,7 @@ use super::ceiling::{self, CeilingPlan, CeilingRun};
 use super::mocks::h2load_apns;
 use super::{AudienceArgs, git_commit, load_audience, plot, write_json};
 use crate::audience::{AudienceShape, Layout};
-use crate::local_cluster::{Env, LocalCluster, LocalClusterConfig, delete_namespace};
+use crate::local_cluster::{Env, LocalCluster, LocalClusterConfig, Member, delete_namespace};
 use crate::mocks::{ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, start_on_own_thread};
 use crate::procinfo::{Usage, own_threads_cpu_s, usage};
 
@@ -339,6 +339,12 @@ async fn measure(
     } else {
         println!("dispatchers alone: queueing every batch first");
         cluster.stop_dispatchers();
+        // The job relay releases only a few seconds of work ahead of the
+        // dispatchers' reports; this phase wants the whole audience queued.
+        for (key, value) in crate::bench::overtake::UNSCHEDULED {
+            cluster.coordinator.set(key, value);
+        }
+        cluster.restart(Member::Coordinator).await?;
         apns.state.accounting.reset();
         fcm.state.accounting.reset();
         let id = cluster

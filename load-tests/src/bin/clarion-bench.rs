@@ -5,6 +5,7 @@ use clarion_load_tests::bench::api_check::{ApiCheckArgs, run as api_check};
 use clarion_load_tests::bench::chaos::{ChaosArgs, run as chaos};
 use clarion_load_tests::bench::harvest::{HarvestArgs, run as harvest};
 use clarion_load_tests::bench::mocks::{MocksArgs, run as mocks};
+use clarion_load_tests::bench::overtake::{OvertakeArgs, run as overtake};
 use clarion_load_tests::bench::run::{RunArgs, run as run_90in2};
 use clarion_load_tests::seed::{SeedArgs, run as seed};
 
@@ -33,6 +34,10 @@ enum Command {
     Harvest(HarvestArgs),
     /// Requests per second the mock APNs and FCM serve, driven by h2load.
     Mocks(MocksArgs),
+    /// Does a send wait behind another? A small send into a big one, an
+    /// urgent send into a bulk one, two equal sends, each with the job
+    /// relay's scheduling off and on; writes load-tests/results/overtake.json.
+    Overtake(OvertakeArgs),
     /// Bulk-loads a synthetic audience with COPY.
     Seed(SeedArgs),
     /// The 90in2 benchmark: seed, cluster, send, ceiling, report and plot.
@@ -57,6 +62,13 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Harvest(args) => harvest(args).await.map(|_| ()),
         Command::Mocks(args) => mocks(args).await.map(|_| ()),
+        Command::Overtake(args) => {
+            let report = overtake(args).await?;
+            if !report.targets.met {
+                anyhow::bail!("the overtake targets were not met");
+            }
+            Ok(())
+        }
         Command::Seed(args) => seed(args).await,
         Command::Run(args) => run_90in2(args).await.map(|_| ()),
     }

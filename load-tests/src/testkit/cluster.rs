@@ -340,6 +340,23 @@ impl Cluster {
             .expect("topic body")
     }
 
+    /// Polls `GET /api/v1/topics/{topic}` until it counts `subscribers`, so
+    /// the planner knows the topic's size when a send follows.
+    pub async fn wait_for_topic_size(&self, topic: &str, subscribers: u64, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let size = self.topic_size(topic).await;
+            if size["subscribers"].as_u64() == Some(subscribers) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "topic {topic} never counted {subscribers}: {size}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// `GET /api/v1/notifications/{id}`.
     pub async fn status(&self, id: &str) -> Value {
         self.http

@@ -1,0 +1,173 @@
+//! The delivery rate the relay budgets with, measured from the reports.
+//!
+//! Each relay round reads how many tokens every notification in flight has
+//! had reported; the growth between rounds, over a sliding window, is the
+//! rate at which the dispatchers of each platform get through their
+//! queues. The highest rate seen decays slowly (half-life [`PEAK_HALF_LIFE`])
+//! and is used while it is higher, so the next send starts with the budget
+//! the last one earned instead of ramping up from the floor.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use uuid::Uuid;
+
+use super::plan::{InFlight, PerPlatform};
+
+/// How long the remembered peak rate takes to halve.
+const PEAK_HALF_LIFE: Duration = Duration::from_secs(60);
+/// A window shorter than this measures nothing yet.
+const SHORTEST_SPAN: Duration = Duration::from_millis(200);
+/// Samples kept at most (a round every few milliseconds for the window).
+const MOST_SAMPLES: usize = 4096;
+
+pub struct RateMeter {
+    window: Duration,
+    /// Tokens reported per notification at the previous round.
+    last: HashMap<Uuid, PerPlatform<u64>>,
+    /// Tokens reported between rounds, by the time of the later round.
+    samples: VecDeque<(Instant, PerPlatform<u64>)>,
+    peak: Option<(Instant, PerPlatform<f64>)>,
+}
+
+impl RateMeter {
+    pub fn new(window: Duration) -> Self {
+        Self {
+            window,
+            last: HashMap::new(),
+            samples: VecDeque::new(),
+            peak: None,
+        }
+    }
+
+    /// Records what the notifications in flight had reported at `now`.
+    pub fn observe(&mut self, now: Instant, in_flight: &[InFlight]) {
+        let mut delta = PerPlatform::<u64>::default();
+        for n in in_flight {
+            if let Some(before) = self.last.get(&n.id) {
+                delta.ios += n.reported.ios.saturating_sub(before.ios);
+                delta.android += n.reported.android.saturating_sub(before.android);
+            }
+        }
+        self.last = in_flight.iter().map(|n| (n.id, n.reported)).collect();
+        self.samples.push_back((now, delta));
+        while let Some((at, _)) = self.samples.front() {
+            let too_old = now.saturating_duration_since(*at) > self.window;
+            if too_old || self.samples.len() > MOST_SAMPLES {
+                self.samples.pop_front();
+            } else {
+                break;
+            }
+        }
+        let current = self.window_rate();
+        let remembered = self.decayed_peak(now);
+        if current.ios + current.android >= remembered.ios + remembered.android {
+            self.peak = Some((now, current));
+        }
+    }
+
+    /// Tokens per second per platform: the rate over the window, or the
+    /// decaying peak when that is higher.
+    pub fn rate(&self, now: Instant) -> PerPlatform<f64> {
+        let current = self.window_rate();
+        let peak = self.decayed_peak(now);
+        PerPlatform {
+            ios: current.ios.max(peak.ios),
+            android: current.android.max(peak.android),
+        }
+    }
+
+    fn window_rate(&self) -> PerPlatform<f64> {
+        let (Some((first, _)), Some((last, _))) = (self.samples.front(), self.samples.back()) else {
+            return PerPlatform::default();
+        };
+        let span = last.saturating_duration_since(*first);
+        if span < SHORTEST_SPAN {
+            return PerPlatform::default();
+        }
+        // The first sample's tokens were reported before the window began.
+        let tokens = self
+            .samples
+            .iter()
+            .skip(1)
+            .fold(PerPlatform::<u64>::default(), |sum, (_, d)| PerPlatform {
+                ios: sum.ios + d.ios,
+                android: sum.android + d.android,
+            });
+        let seconds = span.as_secs_f64();
+        tokens.map(|t| t as f64 / seconds)
+    }
+
+    fn decayed_peak(&self, now: Instant) -> PerPlatform<f64> {
+        let Some((at, peak)) = self.peak else {
+            return PerPlatform::default();
+        };
+        let halvings = now.saturating_duration_since(at).as_secs_f64() / PEAK_HALF_LIFE.as_secs_f64();
+        let factor = 0.5f64.powf(halvings);
+        peak.map(|rate| rate * factor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lanes::Lane;
+    use chrono::Utc;
+
+    fn reported(id: u128, ios: u64, android: u64) -> InFlight {
+        InFlight {
+            id: Uuid::from_u128(id),
+            lane: Lane::Standard,
+            created_at: Utc::now(),
+            jobs_planned: 1,
+            jobs_released: 1,
+            jobs_waiting: 0,
+            jobs_reported: 1,
+            audience_estimate: None,
+            harvested: PerPlatform::default(),
+            reported: PerPlatform { ios, android },
+        }
+    }
+
+    #[test]
+    fn the_rate_is_the_growth_of_the_reports_over_the_window() {
+        let start = Instant::now();
+        let mut meter = RateMeter::new(Duration::from_secs(3));
+        for step in 0..=10u64 {
+            let now = start + Duration::from_millis(100 * step);
+            meter.observe(
+                now,
+                &[reported(1, 4_000 * step, 2_000 * step), reported(2, 500, 0)],
+            );
+        }
+        let rate = meter.rate(start + Duration::from_secs(1));
+        assert!((rate.ios - 40_000.0).abs() < 1.0, "{rate:?}");
+        assert!((rate.android - 20_000.0).abs() < 1.0, "{rate:?}");
+    }
+
+    #[test]
+    fn a_notification_that_leaves_or_arrives_adds_nothing_by_itself() {
+        let start = Instant::now();
+        let mut meter = RateMeter::new(Duration::from_secs(3));
+        meter.observe(start, &[reported(1, 1_000_000, 0)]);
+        meter.observe(start + Duration::from_secs(1), &[reported(2, 5_000_000, 0)]);
+        assert_eq!(meter.rate(start + Duration::from_secs(1)).ios, 0.0);
+    }
+
+    #[test]
+    fn the_peak_is_remembered_and_decays() {
+        let start = Instant::now();
+        let mut meter = RateMeter::new(Duration::from_secs(1));
+        for step in 0..=10u64 {
+            meter.observe(
+                start + Duration::from_millis(100 * step),
+                &[reported(1, 10_000 * step, 0)],
+            );
+        }
+        // Idle for a minute: the window is empty, the peak has halved.
+        let later = start + Duration::from_secs(61);
+        meter.observe(later, &[]);
+        let rate = meter.rate(later);
+        assert!((rate.ios - 50_000.0).abs() < 1_000.0, "{rate:?}");
+    }
+}
