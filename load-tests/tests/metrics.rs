@@ -74,7 +74,7 @@ async fn the_counters_match_what_was_sent() {
     assert_eq!(value("clarion_coordinator_notifications_completed_total"), 1.0);
     assert_eq!(value("clarion_coordinator_ninety_in_two_ratio"), 1.0);
     assert_eq!(
-        value(r#"clarion_coordinator_notifications_total{outcome="accepted"}"#),
+        value(r#"clarion_coordinator_notifications_total{outcome="accepted",lane="standard"}"#),
         1.0
     );
     assert!(value(r#"clarion_coordinator_time_to_delivery_seconds_count{quantile="t90"}"#) >= 1.0);

@@ -399,9 +399,13 @@ pub struct Stalled {
 }
 
 /// Fails every notification in flight whose last progress (a counted
-/// report, or its planning) is older than `stall` and none of whose jobs
-/// still waits in the outbox, with a reason that says what is unaccounted
-/// for.
+/// report, or its planning) is older than `stall`, with a reason that says
+/// what is unaccounted for — unless it is only waiting: none of its jobs
+/// has been published yet (RabbitMQ out of reach, or the job relay serves
+/// other sends first), or some of its jobs wait in the outbox while
+/// another notification in flight progressed within `stall` (the schedule
+/// serves that one first). When nothing progresses anywhere, a
+/// notification with published jobs is stalled however many more wait.
 pub async fn fail_stalled(
     client: &impl GenericClient,
     stall: std::time::Duration,
@@ -418,10 +422,16 @@ pub async fn fail_stalled(
                         greatest(n.batches_expected - n.batches_reported, 0), n.batches_expected))
               WHERE n.status IN ('accepted', 'harvesting', 'dispatching')
                 AND n.updated_at < now() - make_interval(secs => $1::float8)
-                -- Jobs still waiting in the outbox (RabbitMQ out of reach) are
-                -- not a stall: they go out once the broker is back.
-                AND NOT EXISTS (SELECT 1 FROM job_outbox o
-                                 WHERE o.notification_id = n.id AND o.published_at IS NULL)
+                -- Nothing published yet: waiting for the broker or the schedule.
+                AND EXISTS (SELECT 1 FROM job_outbox o
+                             WHERE o.notification_id = n.id AND o.published_at IS NOT NULL)
+                -- Jobs held back while the schedule serves a send that moves.
+                AND NOT (EXISTS (SELECT 1 FROM job_outbox o
+                                  WHERE o.notification_id = n.id AND o.published_at IS NULL)
+                         AND EXISTS (SELECT 1 FROM notifications m
+                                      WHERE m.status IN ('accepted', 'harvesting', 'dispatching')
+                                        AND m.id <> n.id
+                                        AND m.updated_at >= now() - make_interval(secs => $1::float8)))
           RETURNING n.id, n.failure_reason",
             &[&seconds],
         )
