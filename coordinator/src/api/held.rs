@@ -18,29 +18,28 @@ use crate::progress::held::{Settled, Verdict, settle_held};
 use crate::store::audit::{self, Action};
 use crate::store::{held, notifications as store};
 
-/// Longest segment name taken in the filter.
-const MAX_SEGMENT_LEN: usize = 200;
+/// The segments the safety valve judges.
+const SEGMENTS: [&str; 3] = ["ios/production", "ios/sandbox", "android"];
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct SegmentFilter {
     /// Only this segment (`ios/production`, `ios/sandbox`, `android`); all when absent.
+    #[param(pattern = "^(ios/production|ios/sandbox|android)$")]
     pub segment: Option<String>,
 }
 
 impl SegmentFilter {
+    /// The filter, or 422 for a segment that does not exist (a typo must
+    /// not release or discard nothing and say 200).
     fn validated(self) -> Result<Option<String>, ApiError> {
         match self.segment {
-            Some(segment)
-                if segment.is_empty()
-                    || segment.len() > MAX_SEGMENT_LEN
-                    || segment.chars().any(char::is_control) =>
-            {
-                Err(ApiError::Invalid(format!(
-                    "`segment` must be 1 to {MAX_SEGMENT_LEN} characters without control characters"
-                )))
-            }
+            Some(segment) if !SEGMENTS.contains(&segment.as_str()) => Err(ApiError::Invalid(format!(
+                "unknown segment {:?}: expected one of {}",
+                segment.chars().take(64).collect::<String>(),
+                SEGMENTS.join(", ")
+            ))),
             other => Ok(other),
         }
     }

@@ -62,7 +62,7 @@ pub struct SendRequest {
     /// other; `standard` (the default) is everything else. Within a lane a
     /// smaller send overtakes a bigger one that started earlier.
     #[schema(value_type = Option<Lane>, example = "urgent")]
-    pub lane: Option<Lane>,
+    pub lane: Option<String>,
 }
 
 /// A whole number that fits a `u32`, written as JSON writes it: JSON Schema
@@ -87,7 +87,18 @@ fn whole_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Opt
 }
 
 impl SendRequest {
-    fn into_notification(self) -> (Option<Uuid>, Notification, Lane) {
+    fn into_notification(self) -> Result<(Option<Uuid>, Notification, Lane), ApiError> {
+        // Read as text so an unknown lane is a 422 that names the lanes,
+        // like every other rule, not a JSON error.
+        let lane = match self.lane.as_deref() {
+            None => Lane::default(),
+            Some(name) => Lane::parse(name).ok_or_else(|| {
+                ApiError::Invalid(format!(
+                    "lane {:?} is not one of urgent, standard, bulk",
+                    name.chars().take(32).collect::<String>()
+                ))
+            })?,
+        };
         let notification = Notification {
             topics: self.topics,
             title: self.title,
@@ -102,7 +113,7 @@ impl SendRequest {
             data: self.data,
             dry_run: self.dry_run,
         };
-        (self.id, notification, self.lane.unwrap_or_default())
+        Ok((self.id, notification, lane))
     }
 }
 
@@ -344,12 +355,20 @@ pub async fn send_notification(
     body: web::Json<SendRequest>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Send)?;
-    let (id, notification, lane) = body.into_inner().into_notification();
+    let (id, notification, lane) = body.into_inner().into_notification()?;
     let notification = notification
         .validated()
         .map_err(|err| ApiError::Invalid(err.to_string()))?;
-    // Every valid send counts against the key's allowance, replays too.
-    caller.check_send_rate()?;
+    // A retry of an id already stored sends nothing (a replay, or a
+    // conflict): it does not count against the key's allowance, so a
+    // client that lost its 202 can always ask again.
+    let already_stored = match id {
+        Some(id) => store::get(&state.pool, id).await?.is_some(),
+        None => false,
+    };
+    if !already_stored {
+        caller.check_send_rate()?;
+    }
     let id = id.unwrap_or_else(Uuid::now_v7);
     let span = tracing::info_span!(
         "send notification",

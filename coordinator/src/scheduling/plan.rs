@@ -51,11 +51,17 @@ pub struct InFlight {
 }
 
 impl InFlight {
-    /// Tokens one of its jobs is expected to hold; `fallback` when the
-    /// audience was not estimated.
+    /// Tokens one of its jobs is expected to hold: the planner's estimate
+    /// spread over its jobs; without one (a topic's size was not known),
+    /// what its harvested jobs held on average, and `fallback` until the
+    /// first is reported.
     pub fn tokens_per_job(&self, fallback: u64) -> u64 {
         match self.audience_estimate {
             Some(estimate) => estimate.div_ceil(u64::from(self.jobs_planned.max(1))).max(1),
+            None if self.jobs_reported > 0 => {
+                let harvested = self.harvested.ios + self.harvested.android;
+                harvested.div_ceil(u64::from(self.jobs_reported)).max(1)
+            }
             None => fallback.max(1),
         }
     }
@@ -229,6 +235,21 @@ mod tests {
         let big = send(1, Lane::Standard, 100_000, 5);
         assert_eq!(big.outstanding(PER_JOB), room(50_000));
         assert_eq!(next_release(&[big], room(50_000), PER_JOB, 256), None);
+    }
+
+    #[test]
+    fn an_unestimated_audience_is_judged_by_its_harvested_jobs() {
+        let mut unknown = send(1, Lane::Standard, 1_200, 0);
+        unknown.audience_estimate = None;
+        unknown.jobs_planned = 64;
+        unknown.jobs_waiting = 54;
+        unknown.jobs_released = 10;
+        assert_eq!(unknown.tokens_per_job(PER_JOB), PER_JOB, "nothing harvested yet");
+        unknown.jobs_reported = 10;
+        unknown.harvested = PerPlatform { ios: 0, android: 190 };
+        assert_eq!(unknown.tokens_per_job(PER_JOB), 19);
+        let next = next_release(&[unknown], room(50_000), PER_JOB, 256);
+        assert_eq!(next.map(|r| r.jobs), Some(54), "the rest goes at once");
     }
 
     proptest! {

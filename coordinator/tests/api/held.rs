@@ -193,13 +193,16 @@ async fn held_tokens_are_for_admins_and_only_once_the_valve_judged() {
         "not-found",
     )
     .await;
-    let bad = format!("{held_path}/release?segment=");
-    expect_problem(
-        post(&app, &bad, ADMIN_KEY).await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "invalid-request",
-    )
-    .await;
+    // An empty or made-up segment (a typo) is refused, never "0 released".
+    for segment in ["", "Android", "ios-production"] {
+        let bad = format!("{held_path}/release?segment={segment}");
+        expect_problem(
+            post(&app, &bad, ADMIN_KEY).await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid-request",
+        )
+        .await;
+    }
 
     // A notification still in flight: its tokens are the valve's to judge.
     let sent: Value = app.send(SEND_KEY, &[TOPIC]).await.json().await.unwrap();

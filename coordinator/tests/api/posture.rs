@@ -6,7 +6,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::common::*;
@@ -200,12 +201,18 @@ async fn a_key_over_its_sends_per_minute_gets_429_with_retry_after() {
          [keys.wire]\nkey = \"wire-s3cret\"\nscopes = [\"send\"]\n",
     );
     let app = TestCoordinator::start_keyed(vec![file.arg()]).await;
-    for _ in 0..2 {
-        assert_eq!(
-            app.send("desk-s3cret", &["breaking"]).await.status(),
-            StatusCode::ACCEPTED
-        );
-    }
+    let first = uuid::Uuid::now_v7();
+    let with_id = json!({"id": first, "topics": ["breaking"], "body": "Something happened"});
+    let send_with_id = || {
+        app.request(Method::POST, "/api/v1/notifications", Some("desk-s3cret"))
+            .json(&with_id)
+            .send()
+    };
+    assert_eq!(send_with_id().await.expect("sent").status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        app.send("desk-s3cret", &["breaking"]).await.status(),
+        StatusCode::ACCEPTED
+    );
     let refused = app.send("desk-s3cret", &["breaking"]).await;
     let retry_after: u64 = refused
         .headers()
@@ -221,6 +228,12 @@ async fn a_key_over_its_sends_per_minute_gets_429_with_retry_after() {
             .unwrap_or_default()
             .contains("2 notifications a minute")
     );
+
+    // A retry of an id already stored sends nothing and is never refused:
+    // a client that lost its 202 can always ask again.
+    for _ in 0..2 {
+        assert_eq!(send_with_id().await.expect("sent").status(), StatusCode::OK);
+    }
 
     // Other keys have their own allowance (none here).
     for _ in 0..3 {
