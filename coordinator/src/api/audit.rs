@@ -27,10 +27,13 @@ const MAX_TARGET_LEN: usize = 512;
 #[serde(deny_unknown_fields)]
 pub struct AuditQuery {
     /// Records per page, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
     /// `next_cursor` of the previous page; the newest records when absent.
+    #[param(pattern = "^[1-9][0-9]{0,17}$")]
     pub cursor: Option<String>,
     /// Only this action: `send`, `cancel`, `held.release`, `held.discard` or `admin.request`.
+    #[param(pattern = "^(send|cancel|held\\.release|held\\.discard|admin\\.request)$")]
     pub action: Option<String>,
 }
 
