@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::ceiling::{self, CeilingPlan};
-use super::run::{Machine, machine, parse_setting};
+use super::run::{Machine, dispatcher_env_for, machine, parse_setting};
 use super::{AudienceArgs, git_commit, load_audience, write_json};
 use crate::audience::{AudienceShape, Layout};
 use crate::local_cluster::{Env, LocalCluster, LocalClusterConfig, delete_namespace};
@@ -160,15 +160,7 @@ pub async fn run(args: OvertakeArgs) -> Result<Report> {
     let ceiling_per_s = ceiling_apns.per_s + ceiling_fcm.per_s;
     println!("ceiling: {ceiling_per_s:.0} pushes/s");
 
-    let ca_file = work.join("extra-ca.pem");
-    std::fs::write(
-        &ca_file,
-        std::fs::read_to_string(&apns.ca_file)? + &std::fs::read_to_string(&fcm.ca_file)?,
-    )?;
-    let mut dispatcher_env = apns.env();
-    dispatcher_env.push(("CLARION_APNS_SANDBOX_ENDPOINT".into(), apns.endpoint.clone()));
-    dispatcher_env.extend(fcm.env());
-    dispatcher_env.push(("CLARION_EXTRA_CA_FILE".into(), ca_file.display().to_string()));
+    let mut dispatcher_env = dispatcher_env_for(&apns, &fcm, &work)?;
     dispatcher_env.extend(args.settings.iter().cloned());
 
     let mut modes = Vec::new();

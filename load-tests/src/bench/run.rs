@@ -178,15 +178,7 @@ pub async fn run(args: RunArgs) -> Result<Report> {
         mock.faults.set(dead.clone());
     }
 
-    let ca_file = work.join("extra-ca.pem");
-    std::fs::write(
-        &ca_file,
-        std::fs::read_to_string(&apns.ca_file)? + &std::fs::read_to_string(&fcm.ca_file)?,
-    )?;
-    let mut dispatcher_env = apns.env();
-    dispatcher_env.push(("CLARION_APNS_SANDBOX_ENDPOINT".into(), apns.endpoint.clone()));
-    dispatcher_env.extend(fcm.env());
-    dispatcher_env.push(("CLARION_EXTRA_CA_FILE".into(), ca_file.display().to_string()));
+    let mut dispatcher_env = dispatcher_env_for(&apns, &fcm, &work)?;
     let extra: Env = args.settings.clone();
     dispatcher_env.extend(extra.iter().cloned());
     let namespace = format!("bench-{}", std::process::id());
@@ -463,6 +455,21 @@ fn downsample(curve: &[(f64, u64)], total: u64, points: usize) -> Vec<(f64, f64)
 }
 
 /// The machine the benchmark runs on.
+/// What a dispatcher needs to push to these mocks: their endpoints and
+/// credentials, and both CAs in one file under `work`.
+pub(crate) fn dispatcher_env_for(apns: &ApnsMock, fcm: &FcmMock, work: &std::path::Path) -> Result<Env> {
+    let ca_file = work.join("extra-ca.pem");
+    std::fs::write(
+        &ca_file,
+        std::fs::read_to_string(&apns.ca_file)? + &std::fs::read_to_string(&fcm.ca_file)?,
+    )?;
+    let mut env = apns.env();
+    env.push(("CLARION_APNS_SANDBOX_ENDPOINT".into(), apns.endpoint.clone()));
+    env.extend(fcm.env());
+    env.push(("CLARION_EXTRA_CA_FILE".into(), ca_file.display().to_string()));
+    Ok(env)
+}
+
 pub fn machine() -> Machine {
     let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
     let cpu_model = read("/proc/cpuinfo")
