@@ -116,7 +116,7 @@ pub struct Settings {
     #[arg(
         long = "schedule-ahead-ms",
         env = "CLARION_SCHEDULE_AHEAD_MS",
-        default_value_t = 1500,
+        default_value_t = 1000,
         value_parser = clap::value_parser!(u64).range(100..=600_000)
     )]
     pub schedule_ahead_ms: u64,
@@ -127,7 +127,7 @@ pub struct Settings {
     #[arg(
         long = "schedule-min-tokens",
         env = "CLARION_SCHEDULE_MIN_TOKENS",
-        default_value_t = 50_000,
+        default_value_t = 20_000,
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub schedule_min_tokens: u64,

@@ -17,6 +17,9 @@ pub enum ApiError {
     Unauthenticated(&'static str),
     #[error("this API key lacks the `{}` scope", .0.as_str())]
     Forbidden(Scope),
+    /// The key's `lanes` leave this lane out.
+    #[error("this API key may not send in the `{lane}` lane; it may send in: {allowed}")]
+    LaneNotAllowed { lane: &'static str, allowed: String },
     #[error("{0}")]
     NotFound(String),
     /// Well-formed JSON whose content breaks a rule.
@@ -51,7 +54,7 @@ impl ApiError {
     pub fn kind(&self) -> &'static str {
         match self {
             ApiError::Unauthenticated(_) => "unauthenticated",
-            ApiError::Forbidden(_) => "forbidden",
+            ApiError::Forbidden(_) | ApiError::LaneNotAllowed { .. } => "forbidden",
             ApiError::NotFound(_) => "not-found",
             ApiError::Invalid(_) => "invalid-request",
             ApiError::Malformed(_) => "malformed-request",
@@ -68,7 +71,7 @@ impl ApiError {
     fn title(&self) -> &'static str {
         match self {
             ApiError::Unauthenticated(_) => "Authentication required",
-            ApiError::Forbidden(_) => "Not allowed for this key",
+            ApiError::Forbidden(_) | ApiError::LaneNotAllowed { .. } => "Not allowed for this key",
             ApiError::NotFound(_) => "Not found",
             ApiError::Invalid(_) => "Invalid request",
             ApiError::Malformed(_) => "Malformed request body",
@@ -116,7 +119,7 @@ impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
             ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::Forbidden(_) | ApiError::LaneNotAllowed { .. } => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Malformed(_) => StatusCode::BAD_REQUEST,

@@ -102,6 +102,11 @@ impl ServiceProcess {
         self.launch.env.push((key.to_owned(), value.to_owned()));
     }
 
+    /// Drops a setting for the next (re)start: the process's default applies.
+    pub fn unset(&mut self, key: &str) {
+        self.launch.env.retain(|(k, _)| k != key);
+    }
+
     /// The value of one of the settings the process was started with.
     pub fn setting(&self, key: &str) -> Option<&str> {
         self.launch

@@ -42,7 +42,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::Stop;
 use crate::lanes::Lane;
-use crate::scheduling::{Budget, InFlight, PerPlatform, RateMeter, next_release, total_outstanding};
+use crate::scheduling::{Budget, InFlight, PerPlatform, RateMeter, Room, next_release, total_outstanding};
 use crate::store::StoreError;
 use crate::store::outbox::{self, WaitingJob};
 
@@ -262,16 +262,16 @@ impl Round {
         }
         let in_flight = outbox::in_flight(&tx).await?;
         let now = Instant::now();
-        self.meter.observe(now, &in_flight);
-        let budget = self.scheduling.budget.tokens(self.meter.rate(now));
+        let outstanding = total_outstanding(&in_flight, self.scheduling.tokens_per_job);
+        self.meter.observe(now, &in_flight, outstanding);
+        let rate = self.meter.rate(now);
+        let room = Room {
+            budget: self.scheduling.budget.tokens(rate),
+            stalled: self.meter.stalled(now),
+        };
         self.last_waiting = in_flight.iter().map(|n| u64::from(n.jobs_waiting)).sum();
-        record_schedule(
-            &in_flight,
-            budget,
-            self.meter.rate(now),
-            self.scheduling.tokens_per_job,
-        );
-        let Some(release) = next_release(&in_flight, budget, self.scheduling.tokens_per_job, CLAIM_LIMIT)
+        record_schedule(&in_flight, outstanding, room, rate);
+        let Some(release) = next_release(&in_flight, room, self.scheduling.tokens_per_job, CLAIM_LIMIT)
         else {
             return Ok(None);
         };
@@ -345,12 +345,13 @@ impl Round {
 }
 
 /// Shows the schedule as metrics: jobs waiting per lane, and per platform
-/// the tokens outstanding, the budget and the measured rate.
+/// the tokens outstanding, the budget, the measured rate and whether it
+/// has stalled.
 fn record_schedule(
     in_flight: &[InFlight],
-    budget: PerPlatform<u64>,
+    outstanding: PerPlatform<u64>,
+    room: Room,
     rate: PerPlatform<f64>,
-    tokens_per_job: u64,
 ) {
     for lane in Lane::ALL {
         let waiting: u64 = in_flight
@@ -361,10 +362,21 @@ fn record_schedule(
         metrics::gauge!("clarion_coordinator_outbox_waiting_jobs", "lane" => lane.as_str())
             .set(waiting as f64);
     }
-    let outstanding = total_outstanding(in_flight, tokens_per_job);
-    for (platform, outstanding, budget, rate) in [
-        ("ios", outstanding.ios, budget.ios, rate.ios),
-        ("android", outstanding.android, budget.android, rate.android),
+    for (platform, outstanding, budget, rate, stalled) in [
+        (
+            "ios",
+            outstanding.ios,
+            room.budget.ios,
+            rate.ios,
+            room.stalled.ios,
+        ),
+        (
+            "android",
+            outstanding.android,
+            room.budget.android,
+            rate.android,
+            room.stalled.android,
+        ),
     ] {
         metrics::gauge!("clarion_coordinator_schedule_outstanding_tokens", "platform" => platform)
             .set(outstanding as f64);
@@ -372,5 +384,10 @@ fn record_schedule(
             .set(budget as f64);
         metrics::gauge!("clarion_coordinator_schedule_rate_tokens_per_second", "platform" => platform)
             .set(rate);
+        metrics::gauge!("clarion_coordinator_schedule_stalled", "platform" => platform).set(if stalled {
+            1.0
+        } else {
+            0.0
+        });
     }
 }

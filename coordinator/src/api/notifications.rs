@@ -339,7 +339,7 @@ fn self_link(id: Uuid) -> Links {
         (status = 200, description = "This id was sent before with the same content; nothing was sent again", body = SendAccepted),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The key lacks the `send` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The key lacks the `send` scope, or its `lanes` leave out the lane asked for", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "This id was sent before with other content", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body larger than 64 KiB", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
@@ -356,6 +356,7 @@ pub async fn send_notification(
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Send)?;
     let (id, notification, lane) = body.into_inner().into_notification()?;
+    caller.check_lane(lane)?;
     let notification = notification
         .validated()
         .map_err(|err| ApiError::Invalid(err.to_string()))?;

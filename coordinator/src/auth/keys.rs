@@ -15,7 +15,8 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::rate::SendLimit;
-use super::{Caller, Scope};
+use super::{Caller, LaneSet, Scope};
+use crate::lanes::Lane;
 
 /// One configured key.
 #[derive(Clone)]
@@ -29,6 +30,8 @@ pub(super) struct KeyEntry {
     scopes: u8,
     /// Sends a minute, when limited (shared by every request with this key).
     send_limit: Option<Arc<SendLimit>>,
+    /// The lanes it may send in.
+    lanes: LaneSet,
 }
 
 /// The configured keys. `Debug` shows names and fingerprints only.
@@ -58,7 +61,8 @@ struct KeysFile {
 }
 
 /// One `[keys.<name>]` table: the key (`key`) or its SHA-256 digest in hex
-/// (`sha256`), its scopes and an optional send rate.
+/// (`sha256`), its scopes, an optional send rate and the lanes it may
+/// send in (all when left out).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileKey {
@@ -66,6 +70,7 @@ struct FileKey {
     key: Option<String>,
     scopes: Vec<String>,
     sends_per_minute: Option<u32>,
+    lanes: Option<Vec<String>>,
 }
 
 impl KeySet {
@@ -87,6 +92,7 @@ impl KeySet {
                     id,
                     scopes: parse_scopes(scopes.split('+'))?,
                     send_limit: None,
+                    lanes: LaneSet::ALL,
                 },
             )?;
         }
@@ -136,6 +142,10 @@ impl KeySet {
                     })?),
                 }),
             };
+            let lanes = match &key.lanes {
+                None => LaneSet::ALL,
+                Some(names) => parse_lanes(names).map_err(|err| format!("key {name:?}: {err}"))?,
+            };
             push(
                 &mut entries,
                 KeyEntry {
@@ -144,6 +154,7 @@ impl KeySet {
                     name,
                     scopes,
                     send_limit,
+                    lanes,
                 },
             )?;
         }
@@ -161,6 +172,7 @@ impl KeySet {
                 id,
                 scopes: Scope::Admin.bit(),
                 send_limit: None,
+                lanes: LaneSet::ALL,
             }]),
         }
     }
@@ -199,6 +211,7 @@ impl KeySet {
             key_name: entry.name.clone(),
             scopes: entry.scopes,
             send_limit: entry.send_limit.clone(),
+            lanes: entry.lanes,
         })
     }
 }
@@ -226,6 +239,18 @@ fn check_key(key: &str) -> Result<(), String> {
         return Err("an API key is empty or holds white space".into());
     }
     Ok(())
+}
+
+/// The lanes named in a keys file: at least one, each a known lane.
+fn parse_lanes(names: &[String]) -> Result<LaneSet, String> {
+    if names.is_empty() {
+        return Err("`lanes` is empty (leave it out for every lane)".into());
+    }
+    names.iter().try_fold(LaneSet::NONE, |set, name| {
+        Lane::parse(name)
+            .map(|lane| set.with(lane))
+            .ok_or_else(|| format!("lane {name:?} is not one of urgent, standard, bulk"))
+    })
 }
 
 fn parse_scopes<'a>(names: impl Iterator<Item = &'a str>) -> Result<u8, String> {
@@ -321,6 +346,40 @@ mod tests {
         assert!(ops.require(Scope::Admin).is_ok());
         assert!(keys.identify(&digest).is_none(), "the digest is not a key");
         assert!(!format!("{keys:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn a_key_may_be_limited_to_lanes() {
+        let text = r#"
+            [keys.marketing]
+            key = "m"
+            scopes = ["send"]
+            lanes = ["bulk"]
+
+            [keys.desk]
+            key = "d"
+            scopes = ["send"]
+            "#;
+        let keys = KeySet::from_toml(text, None).unwrap();
+        let marketing = keys.identify("m").unwrap();
+        assert!(marketing.check_lane(Lane::Bulk).is_ok());
+        let refused = marketing.check_lane(Lane::Urgent).unwrap_err().to_string();
+        assert!(
+            refused.contains("`urgent`") && refused.ends_with("bulk"),
+            "{refused}"
+        );
+        let desk = keys.identify("d").unwrap();
+        assert!(Lane::ALL.iter().all(|lane| desk.check_lane(*lane).is_ok()));
+
+        let bad = |lanes: &str| {
+            KeySet::from_toml(
+                &format!("[keys.x]\nkey = \"x\"\nscopes = [\"send\"]\nlanes = {lanes}\n"),
+                None,
+            )
+            .unwrap_err()
+        };
+        assert!(bad("[]").contains("empty"));
+        assert!(bad(r#"["breaking"]"#).contains("not one of urgent, standard, bulk"));
     }
 
     #[test]

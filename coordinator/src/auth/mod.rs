@@ -18,6 +18,7 @@ use actix_web::{FromRequest, HttpMessage, HttpRequest, dev::Payload, http::heade
 use arc_swap::ArcSwap;
 
 use crate::error::ApiError;
+use crate::lanes::Lane;
 pub use keys::KeySet;
 use rate::SendLimit;
 
@@ -103,6 +104,42 @@ pub struct Caller {
     pub key_name: String,
     scopes: u8,
     send_limit: Option<Arc<SendLimit>>,
+    lanes: LaneSet,
+}
+
+/// The lanes a key may send in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaneSet(u8);
+
+impl LaneSet {
+    pub const NONE: LaneSet = LaneSet(0);
+    pub const ALL: LaneSet = LaneSet(0b111);
+
+    fn bit(lane: Lane) -> u8 {
+        match lane {
+            Lane::Urgent => 1,
+            Lane::Standard => 2,
+            Lane::Bulk => 4,
+        }
+    }
+
+    pub fn with(self, lane: Lane) -> Self {
+        LaneSet(self.0 | Self::bit(lane))
+    }
+
+    pub fn contains(self, lane: Lane) -> bool {
+        self.0 & Self::bit(lane) != 0
+    }
+
+    /// The lanes, comma-separated, in the relay's order.
+    pub fn names(self) -> String {
+        Lane::ALL
+            .iter()
+            .filter(|lane| self.contains(**lane))
+            .map(|lane| lane.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 impl std::fmt::Debug for Caller {
@@ -122,6 +159,19 @@ impl Caller {
             Ok(())
         } else {
             Err(ApiError::Forbidden(scope))
+        }
+    }
+
+    /// Ok when the key may send in `lane` (keys file `lanes`), 403 naming
+    /// the lanes it may use otherwise.
+    pub fn check_lane(&self, lane: Lane) -> Result<(), ApiError> {
+        if self.lanes.contains(lane) {
+            Ok(())
+        } else {
+            Err(ApiError::LaneNotAllowed {
+                lane: lane.as_str(),
+                allowed: self.lanes.names(),
+            })
         }
     }
 

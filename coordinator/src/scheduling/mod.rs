@@ -13,7 +13,7 @@
 pub mod plan;
 pub mod rate;
 
-pub use plan::{InFlight, PerPlatform, Release, next_release, total_outstanding};
+pub use plan::{InFlight, PerPlatform, Release, Room, next_release, total_outstanding};
 pub use rate::RateMeter;
 
 use std::time::Duration;

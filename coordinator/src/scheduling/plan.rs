@@ -66,16 +66,36 @@ impl InFlight {
         }
     }
 
-    /// Tokens released and not yet reported, per platform. A released job
-    /// whose harvest is not reported yet counts in full on both platforms:
-    /// it is short-lived (harvesting is much faster than pushing) and may
-    /// hold either.
+    /// The share of its tokens each platform is expected to get: what its
+    /// harvested jobs held; before any held a token, all of each job on
+    /// both platforms (the safe side: a job may hold either).
+    pub fn platform_share(&self) -> PerPlatform<f64> {
+        let harvested = self.harvested.ios + self.harvested.android;
+        if harvested == 0 {
+            return PerPlatform {
+                ios: 1.0,
+                android: 1.0,
+            };
+        }
+        self.harvested.map(|tokens| tokens as f64 / harvested as f64)
+    }
+
+    /// Tokens one of its jobs is expected to put on each platform.
+    pub fn tokens_per_job_on(&self, fallback: u64) -> PerPlatform<u64> {
+        let per_job = self.tokens_per_job(fallback) as f64;
+        self.platform_share().map(|share| (per_job * share).ceil() as u64)
+    }
+
+    /// Tokens released and not yet reported, per platform: what its
+    /// harvested jobs held, plus its released jobs not harvested yet at
+    /// their expected share, less what the dispatchers reported.
     pub fn outstanding(&self, fallback: u64) -> PerPlatform<u64> {
-        let unharvested =
-            u64::from(self.jobs_released.saturating_sub(self.jobs_reported)) * self.tokens_per_job(fallback);
+        let unharvested = u64::from(self.jobs_released.saturating_sub(self.jobs_reported));
+        let per_job = self.tokens_per_job_on(fallback);
         PerPlatform {
-            ios: (self.harvested.ios + unharvested).saturating_sub(self.reported.ios),
-            android: (self.harvested.android + unharvested).saturating_sub(self.reported.android),
+            ios: (self.harvested.ios + unharvested * per_job.ios).saturating_sub(self.reported.ios),
+            android: (self.harvested.android + unharvested * per_job.android)
+                .saturating_sub(self.reported.android),
         }
     }
 
@@ -104,36 +124,82 @@ pub struct Release {
     pub jobs: u32,
 }
 
-/// The next jobs to release, or `None` when nothing waits or every
-/// platform's queues already hold their `budget`: the most urgent lane's
-/// notification with the least left to release, as many of its jobs as
-/// fill the room left (at least one, at most `max_jobs`).
+/// Jobs that always fit on a platform, whatever its budget.
+const DOUBLE_BUFFERED: u64 = 2;
+
+/// How much room each platform's queues have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Room {
+    /// Tokens each platform may have outstanding.
+    pub budget: PerPlatform<u64>,
+    /// Platforms whose dispatchers made no progress for a while with work
+    /// outstanding: they do not hold back the other platform's jobs.
+    pub stalled: PerPlatform<bool>,
+}
+
+impl Room {
+    /// The budget on both platforms, neither stalled.
+    pub fn of(budget: PerPlatform<u64>) -> Self {
+        Self {
+            budget,
+            stalled: PerPlatform::default(),
+        }
+    }
+}
+
+/// The next jobs to release, or `None` when nothing waits or the next job
+/// does not fit: the most urgent lane's notification with the least left
+/// to release, as many of its jobs as fit in the room every platform they
+/// go to has left (at most `max_jobs`).
 ///
-/// A platform with room is enough: a platform whose dispatchers stalled
-/// must not stop the other platform's deliveries (its queue then grows, as
-/// it would without scheduling).
+/// A job fits when the tokens it is expected to put on each platform fit
+/// under that platform's budget, which always has room for two jobs. The choice is strict: when the
+/// first in line does not fit, nothing behind it goes either.
+///
+/// A stalled platform is left out of the reckoning: its dispatchers must
+/// not stop the other platform's deliveries (its queue then grows, as it
+/// would without scheduling). A job only for stalled platforms waits.
 pub fn next_release(
     in_flight: &[InFlight],
-    budget: PerPlatform<u64>,
+    room: Room,
     fallback_tokens_per_job: u64,
     max_jobs: u32,
 ) -> Option<Release> {
-    let outstanding = total_outstanding(in_flight, fallback_tokens_per_job);
-    let room =
-        budget.ios.saturating_sub(outstanding.ios) + budget.android.saturating_sub(outstanding.android);
-    if room == 0 {
-        return None;
-    }
     let next = in_flight
         .iter()
         .filter(|n| n.jobs_waiting > 0)
         .min_by_key(|n| (n.lane, n.remaining(fallback_tokens_per_job), n.created_at, n.id))?;
-    let per_job = next.tokens_per_job(fallback_tokens_per_job);
-    let wanted = u32::try_from(room.div_ceil(per_job)).unwrap_or(u32::MAX);
-    Some(Release {
+    let outstanding = total_outstanding(in_flight, fallback_tokens_per_job);
+    let per_job = next.tokens_per_job_on(fallback_tokens_per_job);
+    let platforms = [
+        (per_job.ios, room.budget.ios, outstanding.ios, room.stalled.ios),
+        (
+            per_job.android,
+            room.budget.android,
+            outstanding.android,
+            room.stalled.android,
+        ),
+    ];
+    let mut fitting: Option<u64> = None;
+    for (per_job, budget, outstanding, stalled) in platforms {
+        if per_job == 0 || stalled {
+            continue;
+        }
+        // Room for two jobs at least, whatever the rate: one being
+        // harvested while the last one's batches are pushed, so the
+        // dispatchers never wait for a harvest (big jobs, a slow start).
+        let budget = budget.max(per_job.saturating_mul(DOUBLE_BUFFERED));
+        let fit = budget.saturating_sub(outstanding) / per_job;
+        fitting = Some(fitting.map_or(fit, |other| other.min(fit)));
+    }
+    let jobs = u32::try_from(fitting?)
+        .unwrap_or(u32::MAX)
+        .min(next.jobs_waiting)
+        .min(max_jobs.max(1));
+    (jobs > 0).then_some(Release {
         notification_id: next.id,
         lane: next.lane,
-        jobs: wanted.clamp(1, next.jobs_waiting.min(max_jobs.max(1))),
+        jobs,
     })
 }
 
@@ -164,11 +230,11 @@ mod tests {
         }
     }
 
-    fn room(tokens: u64) -> PerPlatform<u64> {
-        PerPlatform {
+    fn room(tokens: u64) -> Room {
+        Room::of(PerPlatform {
             ios: tokens,
             android: tokens,
-        }
+        })
     }
 
     #[test]
@@ -203,37 +269,85 @@ mod tests {
         assert_eq!(next.map(|r| r.notification_id), Some(first.id));
     }
 
-    #[test]
-    fn nothing_is_released_while_both_platforms_are_full() {
+    /// A big send with 10 jobs released and harvested, half of each job
+    /// on each platform: 50,000 tokens outstanding per platform.
+    fn harvested_big() -> InFlight {
         let mut big = send(1, Lane::Standard, 2_000_000, 10);
         big.jobs_reported = 10;
         big.harvested = PerPlatform {
             ios: 50_000,
             android: 50_000,
         };
+        big
+    }
+
+    #[test]
+    fn nothing_is_released_while_a_platform_is_full() {
+        let mut big = harvested_big();
         assert_eq!(next_release(&[big.clone()], room(50_000), PER_JOB, 256), None);
-        // Reports free the room again.
+        // Room on one platform is not enough: the next job goes to both.
         big.reported.ios = 20_000;
+        assert_eq!(next_release(&[big.clone()], room(50_000), PER_JOB, 256), None);
+        // Reports on both free room for as many jobs as fit: each puts
+        // 5,000 tokens on each platform.
+        big.reported.android = 20_000;
         let next = next_release(&[big], room(50_000), PER_JOB, 256);
+        assert_eq!(next.map(|r| r.jobs), Some(4));
+    }
+
+    #[test]
+    fn a_job_goes_only_when_it_fits() {
+        let mut big = harvested_big();
+        big.reported = PerPlatform {
+            ios: 4_000,
+            android: 4_000,
+        };
+        assert_eq!(
+            next_release(&[big.clone()], room(50_000), PER_JOB, 256),
+            None,
+            "4,000 tokens of room, a job needs 5,000"
+        );
+        big.reported.ios = 5_000;
+        big.reported.android = 5_000;
+        assert_eq!(
+            next_release(&[big], room(50_000), PER_JOB, 256).map(|r| r.jobs),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn two_jobs_fit_whatever_the_budget() {
+        let single = send(1, Lane::Standard, 1_000_000, 0);
+        let next = next_release(std::slice::from_ref(&single), room(1_000), PER_JOB, 256);
         assert_eq!(next.map(|r| r.jobs), Some(2));
+        let mut one_out = single;
+        one_out.jobs_released = 1;
+        one_out.jobs_waiting -= 1;
+        let next = next_release(&[one_out.clone()], room(1_000), PER_JOB, 256);
+        assert_eq!(next.map(|r| r.jobs), Some(1));
+        one_out.jobs_released = 2;
+        one_out.jobs_waiting -= 1;
+        assert_eq!(next_release(&[one_out], room(1_000), PER_JOB, 256), None);
     }
 
     #[test]
     fn a_stalled_platform_does_not_hold_back_the_other() {
-        let mut big = send(1, Lane::Standard, 2_000_000, 10);
-        big.jobs_reported = 10;
-        big.harvested = PerPlatform {
-            ios: 50_000,
-            android: 50_000,
-        };
+        let mut big = harvested_big();
         big.reported.ios = 50_000;
-        assert!(next_release(&[big], room(50_000), PER_JOB, 256).is_some());
+        assert_eq!(next_release(&[big.clone()], room(50_000), PER_JOB, 256), None);
+        let mut android_stalled = room(50_000);
+        android_stalled.stalled.android = true;
+        let next = next_release(&[big.clone()], android_stalled, PER_JOB, 256);
+        assert_eq!(next.map(|r| r.jobs), Some(10));
+        // A job only for stalled platforms waits.
+        android_stalled.stalled.ios = true;
+        assert_eq!(next_release(&[big], android_stalled, PER_JOB, 256), None);
     }
 
     #[test]
     fn released_jobs_not_yet_harvested_count_at_their_estimate() {
         let big = send(1, Lane::Standard, 100_000, 5);
-        assert_eq!(big.outstanding(PER_JOB), room(50_000));
+        assert_eq!(big.outstanding(PER_JOB), room(50_000).budget);
         assert_eq!(next_release(&[big], room(50_000), PER_JOB, 256), None);
     }
 
@@ -264,12 +378,16 @@ mod tests {
                 .enumerate()
                 .map(|(i, audience)| send(i as u8, Lane::ALL[i % 3], *audience, 0))
                 .collect();
+            // Nothing is outstanding: the first in line always goes.
             match next_release(&sends, room(budget), PER_JOB, max_jobs) {
-                None => prop_assert_eq!(budget, 0),
+                None => prop_assert!(false, "nothing released"),
                 Some(release) => {
                     let chosen = sends.iter().find(|n| n.id == release.notification_id).unwrap();
                     prop_assert!(release.jobs >= 1);
                     prop_assert!(release.jobs <= chosen.jobs_waiting.min(max_jobs));
+                    // More than two jobs only when they fit the budget.
+                    let per_job = chosen.tokens_per_job_on(PER_JOB);
+                    prop_assert!(release.jobs <= 2 || u64::from(release.jobs) * per_job.ios <= budget);
                     // Nothing of a more urgent lane waits.
                     prop_assert!(sends.iter().all(|n| n.lane >= chosen.lane));
                 }

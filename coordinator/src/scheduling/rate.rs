@@ -6,6 +6,10 @@
 //! queues. The highest rate seen decays slowly (half-life [`PEAK_HALF_LIFE`])
 //! and is used while it is higher, so the next send starts with the budget
 //! the last one earned instead of ramping up from the floor.
+//!
+//! It also tells which platform has stalled: work outstanding and nothing
+//! reported for [`STALL_AFTER`] (a provider outage, dispatchers down), so
+//! that the other platform's deliveries do not wait for it.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -20,6 +24,9 @@ const PEAK_HALF_LIFE: Duration = Duration::from_secs(60);
 const SHORTEST_SPAN: Duration = Duration::from_millis(200);
 /// Samples kept at most (a round every few milliseconds for the window).
 const MOST_SAMPLES: usize = 4096;
+/// A platform with work outstanding that reports nothing for this long has
+/// stalled (a batch of 1,000 at a slow provider's pace reports well within).
+pub const STALL_AFTER: Duration = Duration::from_secs(10);
 
 pub struct RateMeter {
     window: Duration,
@@ -28,6 +35,9 @@ pub struct RateMeter {
     /// Tokens reported between rounds, by the time of the later round.
     samples: VecDeque<(Instant, PerPlatform<u64>)>,
     peak: Option<(Instant, PerPlatform<f64>)>,
+    /// Per platform, since when it has had work outstanding and reported
+    /// nothing.
+    silent_since: PerPlatform<Option<Instant>>,
 }
 
 impl RateMeter {
@@ -37,11 +47,13 @@ impl RateMeter {
             last: HashMap::new(),
             samples: VecDeque::new(),
             peak: None,
+            silent_since: PerPlatform::default(),
         }
     }
 
-    /// Records what the notifications in flight had reported at `now`.
-    pub fn observe(&mut self, now: Instant, in_flight: &[InFlight]) {
+    /// Records what the notifications in flight had reported at `now`, and
+    /// the tokens `outstanding` on each platform.
+    pub fn observe(&mut self, now: Instant, in_flight: &[InFlight], outstanding: PerPlatform<u64>) {
         let mut delta = PerPlatform::<u64>::default();
         for n in in_flight {
             if let Some(before) = self.last.get(&n.id) {
@@ -50,6 +62,17 @@ impl RateMeter {
             }
         }
         self.last = in_flight.iter().map(|n| (n.id, n.reported)).collect();
+        let silent = |since: Option<Instant>, outstanding: u64, reported: u64| {
+            if outstanding == 0 || reported > 0 {
+                None
+            } else {
+                Some(since.unwrap_or(now))
+            }
+        };
+        self.silent_since = PerPlatform {
+            ios: silent(self.silent_since.ios, outstanding.ios, delta.ios),
+            android: silent(self.silent_since.android, outstanding.android, delta.android),
+        };
         self.samples.push_back((now, delta));
         while let Some((at, _)) = self.samples.front() {
             let too_old = now.saturating_duration_since(*at) > self.window;
@@ -75,6 +98,13 @@ impl RateMeter {
             ios: current.ios.max(peak.ios),
             android: current.android.max(peak.android),
         }
+    }
+
+    /// The platforms that have had work outstanding and reported nothing
+    /// for [`STALL_AFTER`].
+    pub fn stalled(&self, now: Instant) -> PerPlatform<bool> {
+        self.silent_since
+            .map(|since| since.is_some_and(|since| now.saturating_duration_since(since) >= STALL_AFTER))
     }
 
     fn window_rate(&self) -> PerPlatform<f64> {
@@ -138,6 +168,7 @@ mod tests {
             meter.observe(
                 now,
                 &[reported(1, 4_000 * step, 2_000 * step), reported(2, 500, 0)],
+                PerPlatform::default(),
             );
         }
         let rate = meter.rate(start + Duration::from_secs(1));
@@ -149,8 +180,12 @@ mod tests {
     fn a_notification_that_leaves_or_arrives_adds_nothing_by_itself() {
         let start = Instant::now();
         let mut meter = RateMeter::new(Duration::from_secs(3));
-        meter.observe(start, &[reported(1, 1_000_000, 0)]);
-        meter.observe(start + Duration::from_secs(1), &[reported(2, 5_000_000, 0)]);
+        meter.observe(start, &[reported(1, 1_000_000, 0)], PerPlatform::default());
+        meter.observe(
+            start + Duration::from_secs(1),
+            &[reported(2, 5_000_000, 0)],
+            PerPlatform::default(),
+        );
         assert_eq!(meter.rate(start + Duration::from_secs(1)).ios, 0.0);
     }
 
@@ -162,12 +197,35 @@ mod tests {
             meter.observe(
                 start + Duration::from_millis(100 * step),
                 &[reported(1, 10_000 * step, 0)],
+                PerPlatform::default(),
             );
         }
         // Idle for a minute: the window is empty, the peak has halved.
         let later = start + Duration::from_secs(61);
-        meter.observe(later, &[]);
+        meter.observe(later, &[], PerPlatform::default());
         let rate = meter.rate(later);
         assert!((rate.ios - 50_000.0).abs() < 1_000.0, "{rate:?}");
+    }
+
+    #[test]
+    fn a_platform_with_work_and_no_reports_stalls() {
+        let start = Instant::now();
+        let mut meter = RateMeter::new(Duration::from_secs(3));
+        let outstanding = PerPlatform {
+            ios: 10_000,
+            android: 10_000,
+        };
+        let at = |s: u64| start + Duration::from_secs(s);
+        for s in 0..=STALL_AFTER.as_secs() {
+            // Android reports every second, iOS never does.
+            meter.observe(at(s), &[reported(1, 0, 1_000 * s)], outstanding);
+        }
+        let stalled = meter.stalled(at(STALL_AFTER.as_secs()));
+        assert_eq!((stalled.ios, stalled.android), (true, false));
+        // One report and it counts as moving again; an empty queue never stalls.
+        meter.observe(at(11), &[reported(1, 1, 11_000)], outstanding);
+        assert!(!meter.stalled(at(11)).ios);
+        meter.observe(at(30), &[reported(1, 1, 11_000)], PerPlatform::default());
+        assert_eq!(meter.stalled(at(30)), PerPlatform::default());
     }
 }

@@ -253,6 +253,41 @@ async fn a_key_over_its_sends_per_minute_gets_429_with_retry_after() {
     app.stop().await;
 }
 
+#[actix_web::test]
+async fn a_key_limited_to_lanes_gets_403_for_the_others() {
+    let file =
+        KeysFile::new("[keys.marketing]\nkey = \"mkt-s3cret\"\nscopes = [\"send\"]\nlanes = [\"bulk\"]\n");
+    let app = TestCoordinator::start_keyed(vec![file.arg()]).await;
+    let send = |lane: Option<&str>| {
+        let mut body = json!({"topics": ["offers"], "body": "Ten per cent off"});
+        if let Some(lane) = lane {
+            body["lane"] = json!(lane);
+        }
+        app.request(Method::POST, "/api/v1/notifications", Some("mkt-s3cret"))
+            .json(&body)
+            .send()
+    };
+    assert_eq!(
+        send(Some("bulk")).await.expect("sent").status(),
+        StatusCode::ACCEPTED
+    );
+    for lane in [Some("urgent"), Some("standard"), None] {
+        let refused = send(lane).await.expect("sent");
+        let problem = expect_problem(refused, StatusCode::FORBIDDEN, "forbidden").await;
+        let detail = problem["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains("may send in: bulk"), "{detail}");
+    }
+    let sent: i64 = app
+        .sql()
+        .await
+        .query_one("SELECT count(*) FROM notifications", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(sent, 1, "refused sends store nothing");
+    app.stop().await;
+}
+
 /// A Secret volume as the kubelet lays it out: `keys.toml -> ..data/keys.toml`,
 /// `..data -> ..<timestamp>`; an update writes a new timestamped directory
 /// and swaps the `..data` link in one rename.

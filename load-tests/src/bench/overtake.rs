@@ -1,12 +1,17 @@
 //! `clarion-bench overtake`: does a send wait behind another one?
 //!
-//! Runs a cluster of release processes against the mocks, once with the
-//! job relay's scheduling switched off (everything released at once, as
-//! before lanes existed) and once with it on, and in each:
-//! - every send alone on an idle cluster (its idle t90 and finish time),
-//! - `small-into-big`: a small send 3 s into a big one of the same lane,
-//! - `urgent-into-bulk`: a medium urgent send 3 s into a big bulk one,
-//! - `two-equal`: two medium sends 3 s apart.
+//! Runs a cluster of release processes against the mocks with the job
+//! relay's scheduling switched off (everything released at once, as before
+//! lanes existed) and on, switching by restarting the coordinator, so both
+//! are measured on the same warm cluster:
+//! - a warm-up send (not counted);
+//! - every send alone on the idle cluster, `--idle-rounds` times, off and
+//!   on in turn (the idle figures are the medians: one send on a shared
+//!   2-core machine varies by more than the 3% the efficiency target asks);
+//! - `small-into-big`: a small send 3 s into a big one of the same lane
+//!   (off and on);
+//! - `urgent-into-bulk`: a medium urgent send 3 s into a big bulk one (on);
+//! - `two-equal`: two medium sends 3 s apart (on).
 //!
 //! Times come from the coordinator's own status of each notification
 //! (t90 from the send request; finish = completed_at − created_at). Writes
@@ -24,7 +29,7 @@ use super::ceiling::{self, CeilingPlan};
 use super::run::{Machine, dispatcher_env_for, machine, parse_setting};
 use super::{AudienceArgs, git_commit, load_audience, write_json};
 use crate::audience::{AudienceShape, Layout};
-use crate::local_cluster::{Env, LocalCluster, LocalClusterConfig, delete_namespace};
+use crate::local_cluster::{LocalCluster, LocalClusterConfig, Member, delete_namespace};
 use crate::mocks::{ApnsMock, ApnsMockConfig, FcmMock, FcmMockConfig, start_on_own_thread};
 use crate::seed::connect;
 
@@ -62,6 +67,13 @@ pub struct OvertakeArgs {
     /// Only the scheduled cluster (skip the comparison without scheduling).
     #[arg(long)]
     pub scheduled_only: bool,
+    /// Times each send is measured alone, per mode (the medians count).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub idle_rounds: u32,
+    /// Only these scenarios (repeatable; default all): `small-into-big`,
+    /// `urgent-into-bulk`, `two-equal`. A partial run never meets the targets.
+    #[arg(long = "scenario", value_parser = ["small-into-big", "urgent-into-bulk", "two-equal"])]
+    pub scenarios: Vec<String>,
     /// Extra `KEY=VALUE` settings for every Clarion process (repeatable).
     #[arg(long = "set", value_parser = parse_setting)]
     pub settings: Vec<(String, String)>,
@@ -99,7 +111,10 @@ pub struct Scenario {
 #[derive(Debug, Clone, Serialize)]
 pub struct Mode {
     pub scheduled: bool,
+    /// Each send alone: the median t90 and finish time of its rounds.
     pub idle: Vec<SendFigures>,
+    /// Every idle round, in the order measured.
+    pub idle_rounds: Vec<SendFigures>,
     /// 90in2 efficiency of the big send alone: (0.9 × audience / ceiling) / t90.
     pub big_efficiency: Option<f64>,
     pub scenarios: Vec<Scenario>,
@@ -141,6 +156,12 @@ pub async fn run(args: OvertakeArgs) -> Result<Report> {
     load_audience(&args.audience, shape).await?;
     add_topic(&args.audience.database_url, MEDIUM_TOPIC, args.medium).await?;
     add_topic(&args.audience.database_url, SMALL_TOPIC, args.small).await?;
+    // Rows inserted since the last vacuum are read from the heap, not the
+    // index alone: a topic made last would harvest several times slower.
+    connect(&args.audience.database_url)
+        .await?
+        .batch_execute("VACUUM (ANALYZE) registrations")
+        .await?;
 
     let work = std::env::temp_dir().join(format!("clarion-overtake-{}", std::process::id()));
     let apns_config = ApnsMockConfig::local(work.clone());
@@ -162,39 +183,25 @@ pub async fn run(args: OvertakeArgs) -> Result<Report> {
 
     let mut dispatcher_env = dispatcher_env_for(&apns, &fcm, &work)?;
     dispatcher_env.extend(args.settings.iter().cloned());
-
-    let mut modes = Vec::new();
-    let schedules: &[bool] = if args.scheduled_only {
-        &[true]
-    } else {
-        &[false, true]
+    let namespace = format!("overtake-{}", std::process::id());
+    let config = LocalClusterConfig {
+        database_url: args.audience.database_url.clone(),
+        amqp_url: args.audience.amqp_url.clone(),
+        namespace: namespace.clone(),
+        harvesters: 1,
+        coordinator_env: args.settings.clone(),
+        harvester_env: args.settings.clone(),
+        dispatcher_env,
+        log_dir: std::env::current_exe()?
+            .parent()
+            .context("the executable has no directory")?
+            .join("bench-logs"),
     };
-    for &scheduled in schedules {
-        let mut coordinator_env: Env = args.settings.clone();
-        if !scheduled {
-            coordinator_env.extend(UNSCHEDULED.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        }
-        let namespace = format!("overtake-{}-{scheduled}", std::process::id());
-        let config = LocalClusterConfig {
-            database_url: args.audience.database_url.clone(),
-            amqp_url: args.audience.amqp_url.clone(),
-            namespace: namespace.clone(),
-            harvesters: 1,
-            coordinator_env,
-            harvester_env: args.settings.clone(),
-            dispatcher_env: dispatcher_env.clone(),
-            log_dir: std::env::current_exe()?
-                .parent()
-                .context("the executable has no directory")?
-                .join("bench-logs"),
-        };
-        println!("\n== scheduling {}", if scheduled { "on" } else { "off" });
-        let mut cluster = LocalCluster::start(&config).await?;
-        let outcome = run_mode(&cluster, &args, scheduled, ceiling_per_s).await;
-        cluster.stop();
-        delete_namespace(&args.audience.amqp_url, &namespace).await;
-        modes.push(outcome?);
-    }
+    let mut cluster = LocalCluster::start(&config).await?;
+    let outcome = run_modes(&mut cluster, &args, ceiling_per_s).await;
+    cluster.stop();
+    delete_namespace(&args.audience.amqp_url, &namespace).await;
+    let modes = outcome?;
     let _ = std::fs::remove_dir_all(&work);
 
     let targets = targets(&modes);
@@ -210,6 +217,7 @@ pub async fn run(args: OvertakeArgs) -> Result<Report> {
             "delay_s": args.delay_secs,
             "harvesters": 1,
             "dispatchers_per_platform": 1,
+            "idle_rounds": args.idle_rounds,
             "settings": args.settings.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
         }),
         git_commit: git_commit(),
@@ -220,14 +228,26 @@ pub async fn run(args: OvertakeArgs) -> Result<Report> {
     Ok(report)
 }
 
-/// Registers the first `devices` tokens of the big topic on `topic` too.
+/// Registers `devices` tokens of the big topic on `topic` too, picked by a
+/// hash of the token so that they have the big topic's platform mix and
+/// spread over every shard (the first tokens in token order would all be
+/// of one platform: APNs and FCM tokens look different).
 async fn add_topic(database_url: &str, topic: &str, devices: u64) -> Result<()> {
     let client = connect(database_url).await?;
-    let existing: i64 = client
-        .query_one("SELECT count(*) FROM registrations WHERE topic = $1", &[&topic])
-        .await?
-        .get(0);
-    if existing == devices as i64 {
+    let count = |sql: &'static str| {
+        let client = &client;
+        async move {
+            let row = client.query_one(sql, &[&topic]).await?;
+            anyhow::Ok(row.get::<_, i64>(0).max(0) as u64)
+        }
+    };
+    let all = "SELECT count(*) FROM registrations WHERE topic = $1";
+    let of_ios = "SELECT count(*) FROM registrations WHERE topic = $1 AND platform = 'ios'";
+    let (existing, ios) = (count(all).await?, count(of_ios).await?);
+    // Kept when it is already there with both platforms (a topic made
+    // again costs WAL, checkpoints and autovacuum during the measurement).
+    if existing == devices && ios * 3 >= devices && ios * 3 <= devices * 2 {
+        println!("topic {topic}: {devices} devices, {ios} of them iOS (kept)");
         return Ok(());
     }
     client
@@ -237,12 +257,15 @@ async fn add_topic(database_url: &str, topic: &str, devices: u64) -> Result<()> 
         .execute(
             "INSERT INTO registrations (topic, shard, token, platform, apns_environment)
              SELECT $1, shard, token, platform, apns_environment FROM registrations
-              WHERE topic = $2 ORDER BY token LIMIT $3",
+              WHERE topic = $2 ORDER BY md5(token) LIMIT $3",
             &[&topic, &BIG_TOPIC, &(devices as i64)],
         )
         .await
         .with_context(|| format!("adding topic {topic}"))?;
-    println!("topic {topic}: {devices} devices");
+    println!(
+        "topic {topic}: {devices} devices, {} of them iOS",
+        count(of_ios).await?
+    );
     Ok(())
 }
 
@@ -279,37 +302,121 @@ const SMALL: Send = Send {
     lane: "standard",
 };
 
-async fn run_mode(
-    cluster: &LocalCluster,
-    args: &OvertakeArgs,
-    scheduled: bool,
-    ceiling_per_s: f64,
-) -> Result<Mode> {
+/// Restarts the coordinator with the job relay's scheduling on or off
+/// (`--set` values of the scheduling settings apply when on).
+async fn switch_scheduling(cluster: &mut LocalCluster, args: &OvertakeArgs, scheduled: bool) -> Result<()> {
+    for (key, _) in UNSCHEDULED {
+        cluster.coordinator.unset(key);
+        if scheduled {
+            for (_, value) in args.settings.iter().filter(|(k, _)| k == key) {
+                cluster.coordinator.set(key, value);
+            }
+        } else {
+            let value = UNSCHEDULED
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map_or("", |(_, v)| *v);
+            cluster.coordinator.set(key, value);
+        }
+    }
+    println!("\n== scheduling {}", if scheduled { "on" } else { "off" });
+    cluster.restart(Member::Coordinator).await?;
+    // A running coordinator knows its topics' sizes (a cold one plans 64
+    // jobs for a topic it has not counted yet): ask, as before every send.
+    for topic in [BIG_TOPIC, MEDIUM_TOPIC, SMALL_TOPIC] {
+        cluster.get(&format!("/api/v1/topics/{topic}")).await?;
+    }
+    Ok(())
+}
+
+async fn run_modes(cluster: &mut LocalCluster, args: &OvertakeArgs, ceiling_per_s: f64) -> Result<Vec<Mode>> {
     let timeout = Duration::from_secs(args.timeout_secs);
     for topic in [BIG_TOPIC, MEDIUM_TOPIC, SMALL_TOPIC] {
         let size = cluster.get(&format!("/api/v1/topics/{topic}")).await?;
         println!("topic {topic}: {} subscribers", size["subscribers"]);
     }
-    let mut idle = Vec::new();
-    for send in [&BIG, &MEDIUM_URGENT, &SMALL] {
-        let figures = scenario(cluster, &[send], 0.0, timeout).await?;
-        idle.extend(figures);
+    println!("warming up (not counted)");
+    scenario(cluster, &[&MEDIUM], 0.0, timeout).await?;
+
+    let schedules: &[bool] = if args.scheduled_only {
+        &[true]
+    } else {
+        &[false, true]
+    };
+    let mut modes: Vec<Mode> = schedules
+        .iter()
+        .map(|&scheduled| Mode {
+            scheduled,
+            idle: Vec::new(),
+            idle_rounds: Vec::new(),
+            big_efficiency: None,
+            scenarios: Vec::new(),
+        })
+        .collect();
+    for round in 1..=args.idle_rounds {
+        for mode in modes.iter_mut() {
+            switch_scheduling(cluster, args, mode.scheduled).await?;
+            println!("idle round {round}");
+            for send in [&BIG, &MEDIUM_URGENT, &SMALL] {
+                mode.idle_rounds
+                    .extend(scenario(cluster, &[send], 0.0, timeout).await?);
+            }
+        }
     }
+    for mode in modes.iter_mut() {
+        mode.idle = [&BIG, &MEDIUM_URGENT, &SMALL]
+            .iter()
+            .filter_map(|send| median_of(&mode.idle_rounds, send.label))
+            .collect();
+        mode.big_efficiency = mode
+            .idle
+            .iter()
+            .find(|f| f.label == BIG.label)
+            .and_then(|f| f.t90_s.map(|t90| (0.9 * f.audience as f64 / ceiling_per_s) / t90));
+        switch_scheduling(cluster, args, mode.scheduled).await?;
+        mode.scenarios = run_scenarios(cluster, args, mode).await?;
+    }
+    Ok(modes)
+}
+
+/// The send labelled `label` with the median t90 and finish time of its rounds.
+fn median_of(rounds: &[SendFigures], label: &str) -> Option<SendFigures> {
+    let of_label: Vec<&SendFigures> = rounds.iter().filter(|f| f.label == label).collect();
+    let median = |values: Vec<f64>| -> Option<f64> {
+        let mut values = values;
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        match n {
+            0 => None,
+            _ if n % 2 == 1 => Some(values[n / 2]),
+            _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+        }
+    };
+    let first = *of_label.first()?;
+    Some(SendFigures {
+        t90_s: median(of_label.iter().filter_map(|f| f.t90_s).collect()),
+        finish_s: median(of_label.iter().map(|f| f.finish_s).collect())?,
+        ..first.clone()
+    })
+}
+
+async fn run_scenarios(cluster: &LocalCluster, args: &OvertakeArgs, mode: &Mode) -> Result<Vec<Scenario>> {
+    let timeout = Duration::from_secs(args.timeout_secs);
     let idle_of = |label: &str| -> Option<&SendFigures> {
         let base = label.split(' ').next().unwrap_or(label);
-        idle.iter().find(|f| f.label.split(' ').next() == Some(base))
+        mode.idle.iter().find(|f| f.label.split(' ').next() == Some(base))
     };
-    let big_efficiency =
-        idle_of("big").and_then(|f| f.t90_s.map(|t90| (0.9 * f.audience as f64 / ceiling_per_s) / t90));
-
     let mut scenarios = Vec::new();
     for (name, sends) in [
         ("small-into-big", [&BIG, &SMALL]),
         ("urgent-into-bulk", [&BIG_BULK, &MEDIUM_URGENT]),
         ("two-equal", [&MEDIUM, &MEDIUM]),
     ] {
-        if !scheduled && name != "small-into-big" {
+        if !mode.scheduled && name != "small-into-big" {
             // Without scheduling only the first shows what lanes fix.
+            continue;
+        }
+        if !args.scenarios.is_empty() && !args.scenarios.iter().any(|s| s == name) {
             continue;
         }
         let figures = scenario(cluster, &sends, args.delay_secs, timeout).await?;
@@ -338,12 +445,7 @@ async fn run_mode(
             t90_ratios,
         });
     }
-    Ok(Mode {
-        scheduled,
-        idle,
-        big_efficiency,
-        scenarios,
-    })
+    Ok(scenarios)
 }
 
 /// Sends `sends`, `delay_s` apart, and waits for all to complete.
