@@ -30,7 +30,7 @@ pub const NO_KEYS: &str = "no API keys configured: set CLARION_API_KEYS (`key=sc
              shard planning, live progress and token cleanup"
 )]
 pub struct Settings {
-    /// Address the HTTP API (and /healthz, /readyz) listens on.
+    /// Address the HTTP API (and /healthz, /readyz, /metrics) listens on.
     #[arg(
         long = "http-addr",
         env = "CLARION_HTTP_ADDR",
@@ -43,8 +43,8 @@ pub struct Settings {
     pub http_workers: Option<usize>,
 
     /// API keys and their scopes, `key=scope+scope,...`; scopes are
-    /// `register`, `send` and `admin` (admin implies every scope). Give
-    /// this or --api-keys-file, not both.
+    /// `register`, `send` and `admin` (admin implies every scope); every
+    /// lane. Give this or --api-keys-file, not both.
     #[arg(
         long = "api-keys",
         env = "CLARION_API_KEYS",
@@ -56,8 +56,9 @@ pub struct Settings {
 
     /// A TOML file of API keys, one `[keys.<name>]` table per key with
     /// `sha256 = "<hex digest of the key>"` (or `key = "<key>"`), `scopes =
-    /// ["send", ...]` and optionally `sends_per_minute`; re-read when it
-    /// changes (a Kubernetes Secret mounted as a volume).
+    /// ["send", ...]`, optionally `sends_per_minute` and `lanes = ["bulk",
+    /// ...]` (every lane when absent; lanes can be limited only here);
+    /// re-read when it changes (a Kubernetes Secret mounted as a volume).
     #[arg(long = "api-keys-file", env = "CLARION_API_KEYS_FILE")]
     pub api_keys_file: Option<PathBuf>,
 

@@ -18,8 +18,8 @@ pub enum ApiError {
     #[error("this API key lacks the `{}` scope", .0.as_str())]
     Forbidden(Scope),
     /// The key's `lanes` leave this lane out.
-    #[error("this API key may not send in the `{lane}` lane; it may send in: {allowed}")]
-    LaneNotAllowed { lane: &'static str, allowed: String },
+    #[error("this API key may not send in the {lane}; it may send in: {allowed}")]
+    LaneNotAllowed { lane: String, allowed: String },
     #[error("{0}")]
     NotFound(String),
     /// Well-formed JSON whose content breaks a rule.

@@ -7,6 +7,7 @@ pub mod audit;
 pub mod held;
 pub mod limits;
 pub mod middleware;
+pub mod notification_list;
 pub mod notifications;
 pub mod openapi;
 pub mod registrations;
@@ -74,6 +75,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(registrations::delete_topic)
         .service(topics::get_topic)
         .service(notifications::send_notification)
+        .service(notification_list::list_notifications)
         .service(notifications::get_notification)
         .service(notifications::cancel_notification)
         .service(held::get_held)

@@ -307,7 +307,10 @@ fn percent(part: u64, whole: u64) -> f64 {
 /// The status body, with live timings until the notification completes
 /// (or its details, the accept-time histogram among them, are removed:
 /// hygiene stored its timings first).
-async fn status_of(state: &AppState, stored: StoredNotification) -> Result<NotificationStatus, ApiError> {
+pub(super) async fn status_of(
+    state: &AppState,
+    stored: StoredNotification,
+) -> Result<NotificationStatus, ApiError> {
     let timings = if stored.completed_at.is_some() || stored.details_removed_at.is_some() {
         Timings {
             t50_ms: stored.t50_ms,

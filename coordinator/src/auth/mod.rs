@@ -168,8 +168,13 @@ impl Caller {
         if self.lanes.contains(lane) {
             Ok(())
         } else {
+            let default = if lane == Lane::default() {
+                " (the default when `lane` is left out)"
+            } else {
+                ""
+            };
             Err(ApiError::LaneNotAllowed {
-                lane: lane.as_str(),
+                lane: format!("`{lane}` lane{default}"),
                 allowed: self.lanes.names(),
             })
         }

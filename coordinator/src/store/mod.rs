@@ -6,6 +6,7 @@ pub mod audit;
 pub mod delivery;
 pub mod held;
 pub mod hygiene;
+pub mod notification_list;
 pub mod notifications;
 pub mod outbox;
 pub mod registrations;

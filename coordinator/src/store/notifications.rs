@@ -35,6 +35,11 @@ impl Status {
         }
     }
 
+    /// The status named `value`, if it is one.
+    pub fn named(value: &str) -> Option<Self> {
+        Self::parse(value).ok()
+    }
+
     fn parse(value: &str) -> Result<Self, StoreError> {
         Ok(match value {
             "accepted" => Status::Accepted,
@@ -107,7 +112,7 @@ pub struct PlatformDelivery {
     pub held_back: u64,
 }
 
-const COLUMNS: &str = "id, payload, status, api_key_id, trace_id, jobs_planned, jobs_done, jobs_failed,
+pub(super) const COLUMNS: &str = "id, payload, status, api_key_id, trace_id, jobs_planned, jobs_done, jobs_failed,
                        audience_ios, audience_android, batches_expected, batches_reported,
                        sent_ios, failed_ios, invalid_ios, unregistered_ios, expired_ios, dry_run_ios, cancelled_ios,
                        sent_android, failed_android, invalid_android, unregistered_android, expired_android,
@@ -250,7 +255,7 @@ pub async fn count_job(tx: &Transaction<'_>, report: &JobReport) -> Result<Count
     Ok(Counted::Now)
 }
 
-fn from_row(row: &Row) -> Result<StoredNotification, StoreError> {
+pub(super) fn from_row(row: &Row) -> Result<StoredNotification, StoreError> {
     let payload: serde_json::Value = row.get("payload");
     let notification =
         serde_json::from_value(payload).map_err(|err| StoreError::Corrupt(format!("payload: {err}")))?;

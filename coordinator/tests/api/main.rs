@@ -7,6 +7,7 @@ mod common;
 mod health;
 mod held;
 mod hygiene;
+mod listing;
 mod methods;
 mod migrations;
 mod posture;

@@ -1,0 +1,220 @@
+//! `GET /api/v1/notifications`: what was sent, newest first, for the console
+//! and for anyone looking back — filtered by topic, status, creation time
+//! and text, a page at a time.
+
+use actix_web::{HttpResponse, get, web};
+use chrono::{DateTime, Utc};
+use clarion_runtime::db::DbError;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::AppState;
+use super::notifications::{NotificationStatus, status_of};
+use crate::auth::{Caller, Scope};
+use crate::error::{ApiError, Problem};
+use crate::lanes::Lane;
+use crate::store::notification_list::{self, ListFilter};
+use crate::store::notifications::Status;
+
+/// Items a page holds at most, and by default.
+const MAX_LIMIT: u32 = 200;
+const DEFAULT_LIMIT: u32 = 50;
+/// Longest text searched for.
+const MAX_QUERY_CHARS: usize = 200;
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// Only notifications sent to this topic (among others).
+    pub topic: Option<String>,
+    /// Only notifications in this status.
+    #[param(pattern = "^(accepted|harvesting|dispatching|complete|failed|cancelled)$")]
+    pub status: Option<String>,
+    /// Created at or after this time (RFC 3339).
+    pub from: Option<DateTime<Utc>>,
+    /// Created before this time (RFC 3339); nothing matches when it is
+    /// not after `from`.
+    pub until: Option<DateTime<Utc>>,
+    /// Text in the title or body (case-insensitive, taken literally;
+    /// empty or blank: no filter).
+    #[param(max_length = 200)]
+    pub q: Option<String>,
+    /// Items per page, 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
+    pub limit: Option<u32>,
+    /// `next_cursor` of the previous page; the newest when absent.
+    #[param(pattern = "^[0-9]{1,15}_[0-9a-f]{32}$")]
+    pub cursor: Option<String>,
+}
+
+/// One notification in a list: the headline figures of its status.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NotificationSummary {
+    pub id: Uuid,
+    #[schema(example = "complete")]
+    pub status: String,
+    pub topics: Vec<String>,
+    pub title: Option<String>,
+    pub lane: Lane,
+    pub dry_run: bool,
+    pub created_at: DateTime<Utc>,
+    /// Devices harvested (both platforms).
+    pub audience_total: u64,
+    /// Share of the audience accepted by Apple / Google, in percent.
+    pub delivered_percent: f64,
+    /// Milliseconds from the send until 90% of the reachable audience was
+    /// accepted; null until then.
+    pub t90_ms: Option<u32>,
+    /// 90% accepted within two minutes; null while still open.
+    pub ninety_in_two: Option<bool>,
+    /// Fingerprint of the key that sent it (never the key).
+    pub sender_key_id: String,
+    /// Its full status.
+    pub href: String,
+}
+
+/// A page of notifications, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NotificationPage {
+    pub items: Vec<NotificationSummary>,
+    /// Pass as `cursor` for the next (older) page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// What was sent, newest first: filter by topic, status, creation time
+/// (`from` inclusive, `until` exclusive) and text in the title or body.
+#[utoipa::path(
+    tag = "notifications",
+    security(("api_key" = [])),
+    params(ListQuery),
+    responses(
+        (status = 200, body = NotificationPage),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The key lacks the `send` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A bad filter, limit or cursor", body = Problem, content_type = "application/problem+json"),
+        (status = 503, body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[get("/api/v1/notifications")]
+pub async fn list_notifications(
+    caller: Caller,
+    state: web::Data<AppState>,
+    query: web::Query<ListQuery>,
+) -> Result<HttpResponse, ApiError> {
+    caller.require(Scope::Send)?;
+    let filter = filter_of(query.into_inner())?;
+    let conn = state.pool.get().await.map_err(DbError::from)?;
+    let page = notification_list::list(&*conn, &filter).await?;
+    drop(conn);
+    let next_cursor = (page.len() == filter.limit as usize)
+        .then(|| page.last().map(|n| cursor_of(n.created_at, n.id)))
+        .flatten();
+    let mut items = Vec::with_capacity(page.len());
+    for stored in page {
+        let sender_key_id = stored.api_key_id.clone();
+        let title = stored.notification.title.clone();
+        items.push(summary(status_of(&state, stored).await?, title, sender_key_id));
+    }
+    Ok(HttpResponse::Ok().json(NotificationPage { items, next_cursor }))
+}
+
+fn summary(status: NotificationStatus, title: Option<String>, sender_key_id: String) -> NotificationSummary {
+    NotificationSummary {
+        id: status.id,
+        status: status.status,
+        topics: status.topics,
+        title,
+        lane: status.lane,
+        dry_run: status.dry_run,
+        created_at: status.created_at,
+        audience_total: status.audience.total,
+        delivered_percent: status.delivered_percent,
+        t90_ms: status.timings.t90_ms,
+        ninety_in_two: status.ninety_in_two,
+        sender_key_id,
+        href: status.links.self_,
+    }
+}
+
+/// The query checked and turned into a filter; 422 saying what is wrong.
+fn filter_of(query: ListQuery) -> Result<ListFilter, ApiError> {
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::Invalid(format!("`limit` must be 1 to {MAX_LIMIT}")));
+    }
+    let status = match query.status.as_deref() {
+        None => None,
+        Some(name) => Some(Status::named(name).ok_or_else(|| {
+            ApiError::Invalid(
+                "`status` must be accepted, harvesting, dispatching, complete, failed or cancelled".into(),
+            )
+        })?),
+    };
+    if let Some(topic) = &query.topic {
+        clarion_proto::topic::validate_topic(topic)
+            .map_err(|err| ApiError::Invalid(format!("`topic`: {err}")))?;
+    }
+    // No title holds a NUL (PostgreSQL text cannot): searching for one
+    // finds what the rest of the text finds.
+    let text = query
+        .q
+        .map(|q| q.replace('\0', ""))
+        .filter(|q| !q.trim().is_empty());
+    if text.as_ref().is_some_and(|q| q.chars().count() > MAX_QUERY_CHARS) {
+        return Err(ApiError::Invalid(format!(
+            "`q` is longer than {MAX_QUERY_CHARS} characters"
+        )));
+    }
+    let after = match query.cursor.as_deref() {
+        None => None,
+        Some(cursor) => Some(
+            parse_cursor(cursor)
+                .ok_or_else(|| ApiError::Invalid("`cursor` is not one this endpoint gave".into()))?,
+        ),
+    };
+    Ok(ListFilter {
+        topic: query.topic,
+        status,
+        from: query.from,
+        until: query.until,
+        text,
+        after,
+        limit,
+    })
+}
+
+/// `<microseconds since the epoch>_<id in hex>` of the last item.
+fn cursor_of(created_at: DateTime<Utc>, id: Uuid) -> String {
+    format!("{}_{}", created_at.timestamp_micros(), id.simple())
+}
+
+fn parse_cursor(cursor: &str) -> Option<(DateTime<Utc>, Uuid)> {
+    let (micros, id) = cursor.split_once('_')?;
+    let at = DateTime::from_timestamp_micros(micros.parse::<i64>().ok().filter(|m| *m >= 0)?)?;
+    let id = Uuid::try_parse(id).ok().filter(|_| id.len() == 32)?;
+    Some((at, id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_reads_back_what_it_was_made_of() {
+        let at = DateTime::from_timestamp_micros(1_764_600_000_123_456).unwrap();
+        let id = Uuid::now_v7();
+        assert_eq!(parse_cursor(&cursor_of(at, id)), Some((at, id)));
+        for bad in [
+            "",
+            "_",
+            "12_",
+            "-5_00000000000000000000000000000000",
+            "1_xyz",
+            "1_0000",
+        ] {
+            assert_eq!(parse_cursor(bad), None, "{bad:?}");
+        }
+    }
+}

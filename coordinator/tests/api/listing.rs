@@ -1,0 +1,143 @@
+//! `GET /api/v1/notifications`: what was sent, newest first, filtered and
+//! paged with a cursor.
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+async fn send(app: &TestCoordinator, topics: &[&str], title: &str, body: &str) -> String {
+    let response = app
+        .request(Method::POST, "/api/v1/notifications", Some(SEND_KEY))
+        .json(&json!({"topics": topics, "title": title, "body": body}))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let sent: Value = response.json().await.expect("json");
+    sent["id"].as_str().expect("an id").to_owned()
+}
+
+async fn list(app: &TestCoordinator, query: &str) -> Value {
+    let response = app.get(&format!("/api/v1/notifications{query}"), SEND_KEY).await;
+    assert_eq!(response.status(), StatusCode::OK, "{query}");
+    response.json().await.expect("json")
+}
+
+fn ids(page: &Value) -> Vec<String> {
+    page["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|item| item["id"].as_str().expect("id").to_owned())
+        .collect()
+}
+
+#[actix_web::test]
+async fn notifications_are_listed_newest_first_filtered_and_paged() {
+    let app = TestCoordinator::start().await;
+    let first = send(&app, &["breaking/uk"], "Election called", "Polls open in June").await;
+    let second = send(&app, &["sport"], "Cup final", "Kick-off at 3pm: 50% sold").await;
+    let third = send(
+        &app,
+        &["breaking/uk", "sport"],
+        "Storm warning",
+        "Trains cancelled",
+    )
+    .await;
+
+    let all = list(&app, "").await;
+    assert_eq!(ids(&all), [third.clone(), second.clone(), first.clone()]);
+    assert!(all["next_cursor"].is_null());
+    let item = &all["items"][2];
+    assert_eq!(item["title"], "Election called");
+    assert_eq!(item["topics"], json!(["breaking/uk"]));
+    assert_eq!(item["lane"], "standard");
+    assert_eq!(item["href"], format!("/api/v1/notifications/{first}"));
+    assert_eq!(item["sender_key_id"].as_str().map(str::len), Some(12));
+    assert!(item["audience_total"].is_u64() && item["delivered_percent"].is_number());
+
+    // Filters.
+    assert_eq!(
+        ids(&list(&app, "?topic=sport").await),
+        [third.clone(), second.clone()]
+    );
+    assert_eq!(ids(&list(&app, "?q=STORM").await), [third.as_str()]);
+    assert_eq!(
+        ids(&list(&app, "?q=50%25").await),
+        [second.as_str()],
+        "% is literal"
+    );
+    assert!(ids(&list(&app, "?q=5_%25").await).is_empty(), "_ is literal");
+    assert_eq!(ids(&list(&app, "?status=cancelled").await), Vec::<String>::new());
+    let cancelled = app
+        .request(
+            Method::POST,
+            &format!("/api/v1/notifications/{second}/cancel"),
+            Some(SEND_KEY),
+        )
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(cancelled.status(), StatusCode::OK);
+    assert_eq!(ids(&list(&app, "?status=cancelled").await), [second.as_str()]);
+    let created: Vec<String> = all["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["created_at"].as_str().unwrap().to_owned())
+        .collect();
+    let from = urlencode(&created[1]);
+    assert_eq!(
+        ids(&list(&app, &format!("?from={from}")).await),
+        [third.clone(), second.clone()]
+    );
+    assert_eq!(
+        ids(&list(&app, &format!("?until={from}")).await),
+        [first.as_str()]
+    );
+    assert!(ids(&list(&app, &format!("?from={from}&until={from}")).await).is_empty());
+
+    // Pages of one, following the cursor, give every item once.
+    let mut seen = Vec::new();
+    let mut query = "?limit=1".to_owned();
+    loop {
+        let page = list(&app, &query).await;
+        seen.extend(ids(&page));
+        match page["next_cursor"].as_str() {
+            Some(cursor) => query = format!("?limit=1&cursor={cursor}"),
+            None => break,
+        }
+        assert!(seen.len() <= 3, "the cursor loops");
+    }
+    // The last full page has a cursor to an empty page.
+    assert_eq!(seen, [third, second, first]);
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn bad_filters_are_refused_with_what_is_wrong() {
+    let app = TestCoordinator::start().await;
+    for (query, says) in [
+        ("?limit=0", "limit"),
+        ("?limit=201", "limit"),
+        ("?status=sent", "status"),
+        ("?topic=a//b", "topic"),
+        ("?cursor=yesterday", "cursor"),
+        ("?from=last-week", "invalid query"),
+        ("?colour=red", "invalid query"),
+    ] {
+        let response = app.get(&format!("/api/v1/notifications{query}"), SEND_KEY).await;
+        let problem = expect_problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid-request").await;
+        let detail = problem["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains(says), "{query}: {detail}");
+    }
+    // Reading the list takes the `send` scope.
+    let response = app.get("/api/v1/notifications", REGISTER_KEY).await;
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    app.stop().await;
+}
+
+fn urlencode(text: &str) -> String {
+    text.replace('+', "%2B").replace(':', "%3A")
+}
