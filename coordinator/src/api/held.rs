@@ -12,11 +12,12 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::AppState;
+use super::notifications::find;
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
 use crate::progress::held::{Settled, Verdict, settle_held};
 use crate::store::audit::{self, Action};
-use crate::store::{held, notifications as store};
+use crate::store::held;
 
 /// The segments the safety valve judges.
 const SEGMENTS: [&str; 3] = ["ios/production", "ios/sandbox", "android"];
@@ -106,9 +107,7 @@ pub async fn get_held(
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Admin)?;
     let id = id.into_inner();
-    let stored = store::get(&state.pool, id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no notification {id}")))?;
+    let stored = find(&state, id).await?;
     let conn = state.pool.get().await.map_err(DbError::from)?;
     let segments: Vec<HeldSegment> = held::counts(&*conn, id)
         .await?

@@ -4,6 +4,7 @@
 //! matches the rest of the path (`{topic:.+}`).
 
 pub mod audit;
+pub mod curve;
 pub mod held;
 pub mod limits;
 pub mod middleware;
@@ -77,6 +78,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(notifications::send_notification)
         .service(notification_list::list_notifications)
         .service(notifications::get_notification)
+        .service(curve::get_curve)
         .service(notifications::cancel_notification)
         .service(held::get_held)
         .service(held::release_held)

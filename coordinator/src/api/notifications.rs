@@ -438,13 +438,26 @@ pub async fn get_notification(
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Send)?;
     let id = id.into_inner();
-    let stored = store::get(&state.pool, id)
+    let stored = find(&state, id).await?;
+    json_with_etag(&request, &status_of(&state, stored).await?)
+}
+
+/// The notification stored as `id`; 404 when there is none.
+pub(super) async fn find(state: &AppState, id: Uuid) -> Result<StoredNotification, ApiError> {
+    store::get(&state.pool, id)
         .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no notification {id}")))?;
-    let body = serde_json::to_vec(&status_of(&state, stored).await?)
-        .map_err(|err| ApiError::Internal(err.to_string()))?;
+        .ok_or_else(|| ApiError::NotFound(format!("no notification {id}")))
+}
+
+/// `value` as JSON with a strong `ETag` of its bytes, or 304 when the
+/// request's `If-None-Match` already names it (pollers save the body).
+pub(super) fn json_with_etag(
+    request: &HttpRequest,
+    value: &impl Serialize,
+) -> Result<HttpResponse, ApiError> {
+    let body = serde_json::to_vec(value).map_err(|err| ApiError::Internal(err.to_string()))?;
     let etag = EntityTag::new_strong(hex::encode(&Sha256::digest(&body)[..12]));
-    let unchanged = match header::Header::parse(&request) {
+    let unchanged = match header::Header::parse(request) {
         Ok(IfNoneMatch::Any) => true,
         Ok(IfNoneMatch::Items(tags)) => tags.iter().any(|tag| tag.weak_eq(&etag)),
         Err(_) => false,
@@ -522,9 +535,7 @@ pub async fn cancel_notification(
         )));
     }
     info!(notification.id = %id, key = %caller.key_id, "notification cancelled");
-    let stored = store::get(&state.pool, id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no notification {id}")))?;
+    let stored = find(&state, id).await?;
     Ok(HttpResponse::Ok().json(status_of(&state, stored).await?))
 }
 

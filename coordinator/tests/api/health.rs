@@ -77,6 +77,7 @@ async fn the_openapi_document_lists_every_endpoint() {
         ("/api/v1/notifications", "post"),
         ("/api/v1/notifications", "get"),
         ("/api/v1/notifications/{id}", "get"),
+        ("/api/v1/notifications/{id}/curve", "get"),
         ("/api/v1/notifications/{id}/cancel", "post"),
         ("/api/v1/notifications/{id}/held", "get"),
         ("/api/v1/notifications/{id}/held/release", "post"),

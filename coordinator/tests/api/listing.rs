@@ -1,5 +1,5 @@
 //! `GET /api/v1/notifications`: what was sent, newest first, filtered and
-//! paged with a cursor.
+//! paged with a cursor, and the delivery curve of one.
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -140,4 +140,51 @@ async fn bad_filters_are_refused_with_what_is_wrong() {
 
 fn urlencode(text: &str) -> String {
     text.replace('+', "%2B").replace(':', "%3A")
+}
+
+#[actix_web::test]
+async fn the_delivery_curve_is_the_cumulative_share_accepted_with_an_etag() {
+    let app = TestCoordinator::start().await;
+    let id = send(&app, &["breaking/uk"], "Storm", "Trains cancelled").await;
+    let path = format!("/api/v1/notifications/{id}/curve");
+    let empty: Value = app.get(&path, SEND_KEY).await.json().await.expect("json");
+    assert_eq!(empty, json!([]), "nothing accepted yet");
+
+    // What the delivery reports write: the audience harvested and the
+    // accept-time histogram.
+    let sql = app.sql().await;
+    let uuid: uuid::Uuid = id.parse().expect("uuid");
+    sql.execute(
+        "UPDATE notifications SET audience_ios = 60, audience_android = 40 WHERE id = $1",
+        &[&uuid],
+    )
+    .await
+    .expect("audience");
+    sql.execute(
+        "INSERT INTO notification_accepts (notification_id, after_ms, accepted) VALUES ($1, 250, 40), ($1, 500, 50)",
+        &[&uuid],
+    )
+    .await
+    .expect("accepts");
+    let response = app.get(&path, SEND_KEY).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let etag = response.headers().get("etag").expect("an ETag").to_owned();
+    let curve: Value = response.json().await.expect("json");
+    assert_eq!(curve, json!([[0.25, 0.4], [0.5, 0.9]]));
+    let again = app
+        .request(Method::GET, &path, Some(SEND_KEY))
+        .header("if-none-match", etag)
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+
+    let unknown = app
+        .get(
+            &format!("/api/v1/notifications/{}/curve", uuid::Uuid::now_v7()),
+            SEND_KEY,
+        )
+        .await;
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+    app.stop().await;
 }
