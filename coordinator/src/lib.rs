@@ -137,7 +137,21 @@ impl Coordinator {
 }
 
 /// Migrates the database, starts the actors and the HTTP server.
+/// Counters worth an alert exist from the start, at zero, instead of
+/// appearing with their first event (an alert on `rate()` needs a series).
+fn declare_counters() {
+    for lane in lanes::Lane::ALL {
+        metrics::counter!("clarion_coordinator_jobs_published_total", "lane" => lane.as_str()).increment(0);
+        metrics::counter!("clarion_coordinator_jobs_planned_total", "lane" => lane.as_str()).increment(0);
+    }
+    for outcome in ["reloaded", "invalid", "unreadable"] {
+        metrics::counter!("clarion_coordinator_api_keys_reloads_total", "outcome" => outcome).increment(0);
+    }
+    metrics::counter!("clarion_api_sends_rate_limited_total").increment(0);
+}
+
 pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
+    declare_counters();
     let (keys, keys_file) = match settings.initial_keys().map_err(StartError::ApiKeys)? {
         InitialKeys::Listed(keys) => (keys, None),
         InitialKeys::File { path, keys, text } => (keys, Some((path, text))),

@@ -78,6 +78,16 @@ async fn the_counters_match_what_was_sent() {
         1.0
     );
     assert!(value(r#"clarion_coordinator_time_to_delivery_seconds_count{quantile="t90"}"#) >= 1.0);
+    // Counters worth an alert exist before their first event.
+    assert_eq!(value("clarion_api_sends_rate_limited_total"), 0.0);
+    assert_eq!(
+        value(r#"clarion_coordinator_jobs_published_total{lane="urgent"}"#),
+        0.0
+    );
+    assert_eq!(
+        value(r#"clarion_coordinator_api_keys_reloads_total{outcome="invalid"}"#),
+        0.0
+    );
     assert!(
         text.contains(
             r#"clarion_api_requests_total{method="POST",route="/api/v1/notifications",status="202"}"#

@@ -144,6 +144,11 @@ impl KeySet {
             };
             let lanes = match &key.lanes {
                 None => LaneSet::ALL,
+                Some(_) if scopes & (Scope::Send.bit() | Scope::Admin.bit()) == 0 => {
+                    return Err(format!(
+                        "key {name:?} has `lanes` but cannot send (give it the `send` scope or drop `lanes`)"
+                    ));
+                }
                 Some(names) => parse_lanes(names).map_err(|err| format!("key {name:?}: {err}"))?,
             };
             push(
@@ -379,6 +384,11 @@ mod tests {
             .unwrap_err()
         };
         assert!(bad("[]").contains("empty"));
+        let register_only = KeySet::from_toml(
+            "[keys.app]\nkey = \"a\"\nscopes = [\"register\"]\nlanes = [\"bulk\"]\n",
+            None,
+        );
+        assert!(register_only.unwrap_err().contains("cannot send"));
         assert!(bad(r#"["breaking"]"#).contains("not one of urgent, standard, bulk"));
     }
 
