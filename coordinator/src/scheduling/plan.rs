@@ -137,16 +137,6 @@ pub struct Room {
     pub stalled: PerPlatform<bool>,
 }
 
-impl Room {
-    /// The budget on both platforms, neither stalled.
-    pub fn of(budget: PerPlatform<u64>) -> Self {
-        Self {
-            budget,
-            stalled: PerPlatform::default(),
-        }
-    }
-}
-
 /// The next jobs to release, or `None` when nothing waits or the next job
 /// does not fit: the most urgent lane's notification with the least left
 /// to release, as many of its jobs as fit in the room every platform they
@@ -231,10 +221,13 @@ mod tests {
     }
 
     fn room(tokens: u64) -> Room {
-        Room::of(PerPlatform {
-            ios: tokens,
-            android: tokens,
-        })
+        Room {
+            budget: PerPlatform {
+                ios: tokens,
+                android: tokens,
+            },
+            stalled: PerPlatform::default(),
+        }
     }
 
     #[test]

@@ -242,13 +242,7 @@ async fn a_key_over_its_sends_per_minute_gets_429_with_retry_after() {
             StatusCode::ACCEPTED
         );
     }
-    let sent: i64 = app
-        .sql()
-        .await
-        .query_one("SELECT count(*) FROM notifications", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let sent = stored_notifications(&app).await;
     assert_eq!(sent, 5, "the refused send stored nothing");
     app.stop().await;
 }
@@ -277,13 +271,7 @@ async fn a_key_limited_to_lanes_gets_403_for_the_others() {
         let detail = problem["detail"].as_str().unwrap_or_default();
         assert!(detail.contains("may send in: bulk"), "{detail}");
     }
-    let sent: i64 = app
-        .sql()
-        .await
-        .query_one("SELECT count(*) FROM notifications", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let sent = stored_notifications(&app).await;
     assert_eq!(sent, 1, "refused sends store nothing");
     app.stop().await;
 }
@@ -345,4 +333,14 @@ async fn a_kubernetes_secret_update_is_picked_up() {
         StatusCode::UNAUTHORIZED
     );
     app.stop().await;
+}
+
+/// Notifications stored, whatever their status.
+async fn stored_notifications(app: &TestCoordinator) -> i64 {
+    app.sql()
+        .await
+        .query_one("SELECT count(*) FROM notifications", &[])
+        .await
+        .unwrap()
+        .get(0)
 }

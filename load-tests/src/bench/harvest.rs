@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clarion_proto::{Names, Platform};
 use clarion_runtime::amqp::topology;
 use futures::StreamExt;
@@ -78,10 +78,7 @@ pub async fn run(args: HarvestArgs) -> Result<HarvestReport> {
 
     let namespace = format!("bench-{}", std::process::id());
     let names = Names::new(namespace.clone());
-    let log_dir = std::env::current_exe()?
-        .parent()
-        .context("the executable has no directory")?
-        .join("bench-logs");
+    let log_dir = super::bench_log_dir()?;
     let config = LocalClusterConfig {
         database_url: database_url.clone(),
         amqp_url: amqp_url.clone(),

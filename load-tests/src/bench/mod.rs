@@ -10,7 +10,7 @@ pub mod overtake;
 pub mod plot;
 pub mod run;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -101,6 +101,15 @@ pub async fn prepare_database(url: &str) -> Result<()> {
 }
 
 /// Writes `report` as pretty JSON to `path`, creating its directory.
+/// Where the benchmarks' cluster processes write their logs: `bench-logs`
+/// beside the benchmark's executable.
+pub fn bench_log_dir() -> Result<PathBuf> {
+    Ok(std::env::current_exe()?
+        .parent()
+        .context("the executable has no directory")?
+        .join("bench-logs"))
+}
+
 pub fn write_json(path: &Path, report: &impl Serialize) -> Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;

@@ -206,10 +206,7 @@ pub async fn run(args: OvertakeArgs) -> Result<Report> {
         coordinator_env: args.settings.clone(),
         harvester_env: args.settings.clone(),
         dispatcher_env,
-        log_dir: std::env::current_exe()?
-            .parent()
-            .context("the executable has no directory")?
-            .join("bench-logs"),
+        log_dir: super::bench_log_dir()?,
     };
     let mut cluster = LocalCluster::start(&config).await?;
     let outcome = run_modes(&mut cluster, &args, ceiling_per_s).await;

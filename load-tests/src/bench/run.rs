@@ -190,10 +190,7 @@ pub async fn run(args: RunArgs) -> Result<Report> {
         coordinator_env: extra.clone(),
         harvester_env: extra.clone(),
         dispatcher_env,
-        log_dir: std::env::current_exe()?
-            .parent()
-            .context("the executable has no directory")?
-            .join("bench-logs"),
+        log_dir: super::bench_log_dir()?,
     };
     let mut cluster = LocalCluster::start(&config).await?;
     let outcome = measure(&mut cluster, &args, &apns, &fcm).await;
