@@ -181,6 +181,9 @@ pub struct Settings {
     pub hygiene: HygieneSettings,
 
     #[command(flatten)]
+    pub console: ConsoleSettings,
+
+    #[command(flatten)]
     pub database: DatabaseSettings,
 
     #[command(flatten)]
@@ -312,6 +315,48 @@ pub struct HygieneSettings {
         value_parser = clap::value_parser!(u32).range(1..=100_000)
     )]
     pub batch_size: u32,
+}
+
+/// The newsroom console at `/console/`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConsoleSettings {
+    /// A console send to more devices than this asks the editor to type the
+    /// audience size (or the topic) to confirm.
+    #[arg(
+        long = "console-confirm-above",
+        env = "CLARION_CONSOLE_CONFIRM_ABOVE",
+        default_value_t = 100_000
+    )]
+    pub confirm_above: u64,
+
+    /// Hours a console sign-in lasts (1 to 720).
+    #[arg(
+        long = "console-session-hours",
+        env = "CLARION_CONSOLE_SESSION_HOURS",
+        default_value_t = 12,
+        value_parser = clap::value_parser!(u32).range(1..=720)
+    )]
+    pub session_hours: u32,
+
+    /// Link from a notification's console page to its trace, with
+    /// `{trace_id}` where the trace id goes, e.g.
+    /// `https://jaeger.example/trace/{trace_id}`. No link when unset.
+    #[arg(
+        long = "trace-url-template",
+        env = "CLARION_TRACE_URL_TEMPLATE",
+        value_parser = parse_trace_url_template
+    )]
+    pub trace_url_template: Option<String>,
+}
+
+fn parse_trace_url_template(template: &str) -> Result<String, String> {
+    let scheme_ok = template.starts_with("https://") || template.starts_with("http://");
+    if !scheme_ok || !template.contains("{trace_id}") {
+        return Err(format!(
+            "expected an http(s) URL holding {{trace_id}}, e.g. https://jaeger.example/trace/{{trace_id}}; got {template:?}"
+        ));
+    }
+    Ok(template.to_owned())
 }
 
 /// Longest a hygiene run goes on; the next one carries on where it stopped.

@@ -20,6 +20,10 @@ pub enum ApiError {
     /// The key's `lanes` leave this lane out.
     #[error("this API key may not send in the {lane}; it may send in: {allowed}")]
     LaneNotAllowed { lane: String, allowed: String },
+    /// A console request that changes something without its session's
+    /// `X-CSRF-Token`.
+    #[error("this request changes something and lacks the console session's X-CSRF-Token header")]
+    CsrfRejected,
     #[error("{0}")]
     NotFound(String),
     /// Well-formed JSON whose content breaks a rule.
@@ -55,6 +59,7 @@ impl ApiError {
         match self {
             ApiError::Unauthenticated(_) => "unauthenticated",
             ApiError::Forbidden(_) | ApiError::LaneNotAllowed { .. } => "forbidden",
+            ApiError::CsrfRejected => "csrf-rejected",
             ApiError::NotFound(_) => "not-found",
             ApiError::Invalid(_) => "invalid-request",
             ApiError::Malformed(_) => "malformed-request",
@@ -72,6 +77,7 @@ impl ApiError {
         match self {
             ApiError::Unauthenticated(_) => "Authentication required",
             ApiError::Forbidden(_) | ApiError::LaneNotAllowed { .. } => "Not allowed for this key",
+            ApiError::CsrfRejected => "Cross-site request refused",
             ApiError::NotFound(_) => "Not found",
             ApiError::Invalid(_) => "Invalid request",
             ApiError::Malformed(_) => "Malformed request body",
@@ -119,7 +125,9 @@ impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
             ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) | ApiError::LaneNotAllowed { .. } => StatusCode::FORBIDDEN,
+            ApiError::Forbidden(_) | ApiError::LaneNotAllowed { .. } | ApiError::CsrfRejected => {
+                StatusCode::FORBIDDEN
+            }
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Malformed(_) => StatusCode::BAD_REQUEST,

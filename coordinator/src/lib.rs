@@ -10,6 +10,7 @@ pub mod actors;
 pub mod api;
 pub mod auth;
 pub mod config;
+pub mod console;
 pub mod error;
 pub mod handlers;
 pub mod hygiene;
@@ -244,6 +245,10 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         topic_count_max_age: settings.topic_count_max_age(),
         openapi: api::openapi::document(settings.max_topics_per_device),
     });
+    let console = web::Data::new(console::Console {
+        pool: pool.clone(),
+        settings: settings.console.clone(),
+    });
     let keys = web::Data::new(api_keys);
     let readiness = Readiness::new(Some(pool), Some(broker));
     let health = web::Data::new(readiness.clone());
@@ -252,9 +257,11 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         App::new()
             .app_data(state.clone())
             .app_data(keys.clone())
+            .app_data(console.clone())
             .app_data(health.clone())
             .wrap(actix_web::middleware::from_fn(api::audit::audit_admin_use))
             .wrap(actix_web::middleware::from_fn(api::middleware::observe))
+            .configure(console::configure)
             .configure(api::configure)
     });
     // Signals are the binary's business (it stops the coordinator gracefully).

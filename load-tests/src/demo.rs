@@ -5,7 +5,8 @@
 //! process), a coordinator, a harvester and one dispatcher per platform (as
 //! processes), sends a breaking-news alert through the HTTP API, shows a
 //! progress bar while it goes out, prints the report and stops everything
-//! it started.
+//! it started — or, with `--keep-running`, leaves the cluster up for the
+//! newsroom console until Ctrl-C.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -18,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::audience::{AudienceShape, DEAD_PREFIX, Layout};
 use crate::bench::prepare_database;
-use crate::local_cluster::{LocalCluster, LocalClusterConfig, delete_namespace};
+use crate::local_cluster::{DESK_KEY, LocalCluster, LocalClusterConfig, delete_namespace};
 use crate::mocks::{
     ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, OnOwnThread, start_on_own_thread,
 };
@@ -80,6 +81,11 @@ pub struct DemoArgs {
     /// Give up if the notification is not out after this many seconds.
     #[arg(long, default_value_t = 600)]
     pub timeout_secs: u64,
+
+    /// After the report, keep the cluster and the mocks running (until
+    /// Ctrl-C) to try the newsroom console in a browser.
+    #[arg(long)]
+    pub keep_running: bool,
 }
 
 pub async fn run(args: DemoArgs) -> Result<()> {
@@ -137,7 +143,21 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         log_dir.display()
     );
     let mut cluster = LocalCluster::start(&config).await?;
-    let outcome = send_and_follow(&cluster, &args, &mocks).await;
+    println!(
+        "Newsroom console: {}/console/ (sign in with the API key {DESK_KEY})",
+        cluster.base
+    );
+    let mut outcome = send_and_follow(&cluster, &args, &mocks).await;
+    if outcome.is_ok() && args.keep_running {
+        println!(
+            "\nThe cluster keeps running for the console: open {}/console/ and sign in with {DESK_KEY}. \
+             Ctrl-C stops everything.",
+            cluster.base
+        );
+        outcome = tokio::signal::ctrl_c().await.context("waiting for Ctrl-C");
+    } else if outcome.is_ok() {
+        println!("\nRun `scripts/demo --keep-running` to keep the cluster up and try the console.");
+    }
     cluster.stop();
     delete_namespace(&args.amqp_url, &namespace).await;
     outcome?;
@@ -173,7 +193,8 @@ async fn send_and_follow(cluster: &LocalCluster, args: &DemoArgs, mocks: &Mocks)
             "priority": "high",
         }))
         .await?;
-    println!("\nSent notification {id} to {}\n", args.topics.join(" + "));
+    println!("\nSent notification {id} to {}", args.topics.join(" + "));
+    println!("Follow it in the console: {}/console/#/n/{id}\n", cluster.base);
 
     let bar = ProgressBar::new(1).with_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40.green/blue} {pos}/{len} {msg}")

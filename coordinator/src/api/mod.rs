@@ -3,6 +3,7 @@
 //! Topic names hold `/` (`breaking/uk`), so every path that ends in a topic
 //! matches the rest of the path (`{topic:.+}`).
 
+pub mod audience;
 pub mod audit;
 pub mod curve;
 pub mod held;
@@ -74,7 +75,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(registrations::delete_registration)
         .service(registrations::put_topic)
         .service(registrations::delete_topic)
+        .service(topics::search_topics)
         .service(topics::get_topic)
+        .service(audience::get_audience)
         .service(notifications::send_notification)
         .service(notification_list::list_notifications)
         .service(notifications::get_notification)

@@ -190,6 +190,36 @@ pub struct CleanupBody {
     pub parked: u32,
 }
 
+/// What was sent: the alert's text and options as they were accepted
+/// (defaults filled in), so a client can show or edit it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MessageBody {
+    pub title: Option<String>,
+    pub body: String,
+    pub link: Option<String>,
+    pub image_url: Option<String>,
+    #[schema(value_type = String, example = "high")]
+    pub priority: Priority,
+    pub ttl_seconds: u32,
+    pub collapse_key: Option<String>,
+    pub data: BTreeMap<String, String>,
+}
+
+impl MessageBody {
+    fn of(notification: &Notification) -> Self {
+        Self {
+            title: notification.title.clone(),
+            body: notification.body.clone(),
+            link: notification.link.clone(),
+            image_url: notification.image_url.clone(),
+            priority: notification.priority,
+            ttl_seconds: notification.ttl_seconds,
+            collapse_key: notification.collapse_key.clone(),
+            data: notification.data.clone(),
+        }
+    }
+}
+
 /// Where a notification stands.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct NotificationStatus {
@@ -201,6 +231,7 @@ pub struct NotificationStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
     pub topics: Vec<String>,
+    pub message: MessageBody,
     /// `urgent`, `standard` or `bulk`.
     pub lane: Lane,
     pub dry_run: bool,
@@ -251,6 +282,7 @@ impl NotificationStatus {
             id: stored.id,
             status: stored.status.as_str().to_owned(),
             trace_id: stored.trace_id,
+            message: MessageBody::of(&stored.notification),
             topics: stored.notification.topics,
             lane: stored.lane,
             dry_run: stored.notification.dry_run,

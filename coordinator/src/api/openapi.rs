@@ -7,7 +7,9 @@ use actix_web::{HttpResponse, get, web};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{AppState, audit, curve, held, notification_list, notifications, registrations, topics};
+use super::{
+    AppState, audience, audit, curve, held, notification_list, notifications, registrations, topics,
+};
 use crate::error::Problem;
 use clarion_runtime::health;
 
@@ -30,6 +32,8 @@ use clarion_runtime::health;
         registrations::put_topic,
         registrations::delete_topic,
         topics::get_topic,
+        topics::search_topics,
+        audience::get_audience,
         notifications::send_notification,
         notification_list::list_notifications,
         notifications::get_notification,

@@ -2,13 +2,18 @@
 
 use actix_web::{HttpResponse, get, web};
 use clarion_proto::validate_topic;
-use serde::Serialize;
-use utoipa::ToSchema;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use crate::actors::topic_counter::{CountError, GetTopicCounts};
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
+use crate::store::topics::search;
+
+/// Topics a search lists at most, and by default.
+const MAX_LIMIT: u32 = 100;
+const DEFAULT_LIMIT: u32 = 20;
 
 /// Subscribers of one topic, at most `CLARION_TOPIC_COUNT_MAX_AGE_SECS` old.
 #[derive(Debug, Serialize, ToSchema)]
@@ -42,6 +47,11 @@ pub async fn get_topic(
     caller.require(Scope::Send)?;
     let topic = topic.into_inner();
     validate_topic(&topic).map_err(|err| ApiError::Invalid(err.to_string()))?;
+    Ok(HttpResponse::Ok().json(size_of(&state, topic).await?))
+}
+
+/// The subscribers of `topic`, from the topic counter's cache.
+pub(super) async fn size_of(state: &AppState, topic: String) -> Result<TopicSize, ApiError> {
     let counts = state
         .topic_counter
         .send(GetTopicCounts {
@@ -52,10 +62,67 @@ pub async fn get_topic(
         .map_err(|_| CountError::Stopped)
         .and_then(|result| result)
         .map_err(|err| ApiError::Unavailable(err.to_string()))?;
-    Ok(HttpResponse::Ok().json(TopicSize {
+    Ok(TopicSize {
         topic,
         subscribers: counts.total(),
         ios: counts.ios,
         android: counts.android,
-    }))
+    })
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct TopicSearch {
+    /// Text the topic name holds (case-insensitive); every topic when empty.
+    #[param(max_length = 128, example = "breaking")]
+    pub q: Option<String>,
+    /// Topics listed at most, 1 to 100 (default 20).
+    #[param(minimum = 1, maximum = 100)]
+    pub limit: Option<u32>,
+}
+
+/// Topic names found.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TopicNames {
+    /// In name order.
+    #[schema(example = json!(["breaking/uk", "breaking/us"]))]
+    pub topics: Vec<String>,
+}
+
+/// Topics that devices follow, by name: suggestions for a composer.
+#[utoipa::path(
+    tag = "topics",
+    security(("api_key" = [])),
+    params(TopicSearch),
+    responses(
+        (status = 200, body = TopicNames),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The key has neither `send` nor `admin`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`limit` out of range or `q` too long", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The database is unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[get("/api/v1/topics")]
+pub async fn search_topics(
+    caller: Caller,
+    state: web::Data<AppState>,
+    query: web::Query<TopicSearch>,
+) -> Result<HttpResponse, ApiError> {
+    caller.require(Scope::Send)?;
+    let query = query.into_inner();
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::Invalid(format!("`limit` must be 1 to {MAX_LIMIT}")));
+    }
+    // Topic names hold no NUL; PostgreSQL text cannot either.
+    let text = query.q.unwrap_or_default().replace('\0', "");
+    if text.chars().count() > clarion_proto::topic::MAX_TOPIC_LEN {
+        return Err(ApiError::Invalid(format!(
+            "`q` is longer than {} characters",
+            clarion_proto::topic::MAX_TOPIC_LEN
+        )));
+    }
+    let topics = search(&state.pool, text.trim(), limit).await?;
+    Ok(HttpResponse::Ok().json(TopicNames { topics }))
 }

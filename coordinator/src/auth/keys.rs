@@ -203,11 +203,16 @@ impl KeySet {
 
     /// The caller holding `key`, if it is one of ours.
     pub fn identify(&self, key: &str) -> Option<Caller> {
-        let presented = digest(key);
+        self.identify_digest(&digest(key))
+    }
+
+    /// The caller holding the key whose SHA-256 is `presented`, if it is
+    /// one of ours.
+    pub fn identify_digest(&self, presented: &[u8; 32]) -> Option<Caller> {
         let mut found = None;
         // Visit every entry whatever matches, comparing digests in constant time.
         for entry in self.entries.iter() {
-            if bool::from(entry.digest.ct_eq(&presented)) {
+            if bool::from(entry.digest.ct_eq(presented)) {
                 found = Some(entry);
             }
         }
@@ -271,7 +276,8 @@ fn parse_digest(hex_digest: &str) -> Option<[u8; 32]> {
     bytes.try_into().ok()
 }
 
-fn digest(key: &str) -> [u8; 32] {
+/// The SHA-256 of `key`: what a key is stored and recognised by.
+pub fn digest(key: &str) -> [u8; 32] {
     Sha256::digest(key.as_bytes()).into()
 }
 

@@ -5,17 +5,23 @@
 //!
 //! A caller is identified by its key's name and a short fingerprint of the
 //! key ([`keys`]), never by the key; a key may carry a send rate ([`rate`]).
+//!
+//! A request without an `Authorization` header may instead carry the
+//! console's session cookie ([`crate::console::session`]): it stands for
+//! the key the editor signed in with, with that key's scopes as they are
+//! now, and every request that changes something must also carry the
+//! session's `X-CSRF-Token`.
 
 pub mod file;
 pub mod keys;
 pub mod rate;
 
-use std::future::{Ready, ready};
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::{FromRequest, HttpMessage, HttpRequest, dev::Payload, http::header, web};
 use arc_swap::ArcSwap;
+use futures::future::LocalBoxFuture;
 
 use crate::error::ApiError;
 use crate::lanes::Lane;
@@ -92,6 +98,12 @@ impl ApiKeys {
     /// The caller holding `key`, if it is one of the keys in force.
     pub fn identify(&self, key: &str) -> Option<Caller> {
         self.current.load().identify(key)
+    }
+
+    /// The caller holding the key whose SHA-256 is `digest`, if that key is
+    /// still in force (a console session's key).
+    pub fn identify_digest(&self, digest: &[u8; 32]) -> Option<Caller> {
+        self.current.load().identify_digest(digest)
     }
 }
 
@@ -209,28 +221,33 @@ fn whole_seconds(wait: Duration) -> u64 {
 
 impl FromRequest for Caller {
     type Error = ApiError;
-    type Future = Ready<Result<Caller, ApiError>>;
+    type Future = LocalBoxFuture<'static, Result<Caller, ApiError>>;
 
     fn from_request(req: &HttpRequest, _payload: &mut Payload) -> Self::Future {
-        let caller = authenticate(req);
-        if let Ok(caller) = &caller {
-            // For the audit of admin keys' use (see `api::audit`).
-            req.extensions_mut().insert(caller.clone());
-        }
-        ready(caller)
+        let req = req.clone();
+        Box::pin(async move {
+            let caller = authenticate(&req).await;
+            if let Ok(caller) = &caller {
+                // For the audit of admin keys' use (see `api::audit`).
+                req.extensions_mut().insert(caller.clone());
+            }
+            caller
+        })
     }
 }
 
-fn authenticate(req: &HttpRequest) -> Result<Caller, ApiError> {
+async fn authenticate(req: &HttpRequest) -> Result<Caller, ApiError> {
     let keys = req
         .app_data::<web::Data<ApiKeys>>()
         .ok_or_else(|| ApiError::Internal("API keys are not configured on this app".into()))?;
-    let header = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .ok_or(ApiError::Unauthenticated(
+    let Some(header) = req.headers().get(header::AUTHORIZATION) else {
+        if let Some(cookie) = req.cookie(crate::console::session::COOKIE) {
+            return crate::console::session::caller(req, keys, cookie.value()).await;
+        }
+        return Err(ApiError::Unauthenticated(
             "missing `Authorization: Bearer <key>` header",
-        ))?;
+        ));
+    };
     let key = header
         .to_str()
         .ok()

@@ -16,15 +16,18 @@ pub enum Action {
     HeldDiscard,
     /// Any request made with a key of scope `admin`.
     AdminRequest,
+    /// A console sign-in or sign-out.
+    ConsoleSession,
 }
 
 impl Action {
-    pub const ALL: [Action; 5] = [
+    pub const ALL: [Action; 6] = [
         Action::Send,
         Action::Cancel,
         Action::HeldRelease,
         Action::HeldDiscard,
         Action::AdminRequest,
+        Action::ConsoleSession,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -34,6 +37,7 @@ impl Action {
             Action::HeldRelease => "held.release",
             Action::HeldDiscard => "held.discard",
             Action::AdminRequest => "admin.request",
+            Action::ConsoleSession => "console.session",
         }
     }
 

@@ -3,6 +3,7 @@
 //! notification's progress lives in [`crate::progress`].
 
 pub mod audit;
+pub mod console_sessions;
 pub mod delivery;
 pub mod held;
 pub mod hygiene;

@@ -36,3 +36,48 @@ pub async fn count(pool: &PgPool, topic: &str) -> Result<TopicCounts, DbError> {
         android: android.max(0) as u64,
     })
 }
+
+/// Most distinct topics [`search`] walks past before it stops looking.
+const TOPICS_WALKED: i32 = 10_000;
+
+/// Topics holding `text` (case-insensitive), in name order, at most `limit`.
+///
+/// A skip scan of the primary key: one index probe per distinct topic (a
+/// recursive query), never a scan of the registrations themselves; it gives
+/// up after [`TOPICS_WALKED`] topics.
+pub async fn search(pool: &PgPool, text: &str, limit: u32) -> Result<Vec<String>, DbError> {
+    let conn = pool.get().await?;
+    let rows = conn
+        .query(
+            "WITH RECURSIVE walk(topic, step) AS (
+                 (SELECT topic, 1 FROM registrations ORDER BY topic LIMIT 1)
+                 UNION ALL
+                 SELECT (SELECT r.topic FROM registrations r WHERE r.topic > w.topic ORDER BY r.topic LIMIT 1),
+                        w.step + 1
+                   FROM walk w
+                  WHERE w.topic IS NOT NULL AND w.step < $3
+             )
+             SELECT topic FROM walk
+              WHERE topic IS NOT NULL AND strpos(lower(topic), lower($1)) > 0
+              LIMIT $2",
+            &[&text, &i64::from(limit), &TOPICS_WALKED],
+        )
+        .await?;
+    Ok(rows.iter().map(|row| row.get("topic")).collect())
+}
+
+/// Distinct devices following any of `topics` among shards `0..shard_end`
+/// (all of them when `shard_end` is 1024): an index-only count.
+pub async fn distinct_devices(pool: &PgPool, topics: &[String], shard_end: i16) -> Result<u64, DbError> {
+    let conn = pool.get().await?;
+    let row = conn
+        .query_one(
+            "SELECT count(*) AS devices FROM (
+                 SELECT DISTINCT token FROM registrations WHERE topic = ANY($1) AND shard < $2
+             ) following",
+            &[&topics, &shard_end],
+        )
+        .await?;
+    let devices: i64 = row.get("devices");
+    Ok(devices.max(0) as u64)
+}

@@ -4,6 +4,7 @@
 mod audit;
 mod auth;
 mod common;
+mod console;
 mod health;
 mod held;
 mod hygiene;
