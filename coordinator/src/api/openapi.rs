@@ -7,7 +7,7 @@ use actix_web::{HttpResponse, get, web};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{AppState, audit, curve, held, notification_list, notifications, registrations, topics};
+use super::{AppState, audit, curve, held, notification_list, notifications, registrations, replace, topics};
 use crate::error::Problem;
 use clarion_runtime::health;
 
@@ -33,6 +33,7 @@ use clarion_runtime::health;
         notifications::send_notification,
         notification_list::list_notifications,
         notifications::get_notification,
+        replace::replace_notification,
         curve::get_curve,
         notifications::cancel_notification,
         held::get_held,

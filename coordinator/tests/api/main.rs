@@ -12,5 +12,6 @@ mod methods;
 mod migrations;
 mod posture;
 mod registrations;
+mod scheduled;
 mod topics;
 mod validation;
