@@ -10,9 +10,10 @@ acceptance), this hook makes such a request keep the rule: the token is
 replaced by one of the body's platform derived from it, and `environment`
 is dropped for Android. Negative cases are left as generated. The
 coordinator's own tests (coordinator/tests/api/validation.rs) check those
-422s.
+422s. The same goes for a notification's `send_at` (below).
 """
 
+import datetime
 import hashlib
 import re
 
@@ -40,4 +41,43 @@ def token_fits_platform(context, case):
             parameters["token"] = "fcm:" + digest * 2
         case.body.pop("environment", None)
     case.path_parameters = parameters
+    return case
+
+
+# A `send_at` must lie in the next 30 days: a rule about the present, which a
+# schema cannot state (it says "date-time" and the 30 days in words). In the
+# positive cases only, a generated `send_at` is moved into that window (an
+# hour ahead and up to about a week more, derived from the generated value so
+# a run stays repeatable), and a replacement's body `id` is made the path's
+# (the rule ties the two, as above). Negative cases are left as generated;
+# coordinator/tests/api/scheduled.rs checks those 422s.
+def _send_at_in_window(case):
+
+    send_at = case.body.get("send_at")
+    if send_at is None:
+        return
+    offset = int(hashlib.sha256(str(send_at).encode()).hexdigest(), 16) % (7 * 24 * 3600)
+    at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1, seconds=offset)
+    case.body["send_at"] = at.isoformat()
+
+
+@schemathesis.hook("map_case").apply_to(method="POST", path="/api/v1/notifications")
+def send_at_ahead(context, case):
+    meta = case.meta
+    if meta is None or not meta.generation.mode.is_positive or not isinstance(case.body, dict):
+        return case
+    _send_at_in_window(case)
+    return case
+
+
+@schemathesis.hook("map_case").apply_to(method="PUT", path="/api/v1/notifications/{id}")
+def replacement_fits_path(context, case):
+    meta = case.meta
+    if meta is None or not meta.generation.mode.is_positive or not isinstance(case.body, dict):
+        return case
+    _send_at_in_window(case)
+    if "id" in case.body:
+        parameters = case.path_parameters or {}
+        if "id" in parameters:
+            case.body["id"] = parameters["id"]
     return case
