@@ -96,12 +96,16 @@ pub fn state_limits(doc: &mut Value, max_topics_per_device: u32) {
             },
         }),
     );
-    // A replacement is a send request that must say when (`send_at`).
+    // A replacement is a send request that must say when (`send_at`, not
+    // null).
     if let Some(schema) = doc
         .pointer_mut("/paths/~1api~1v1~1notifications~1{id}/put/requestBody/content/application~1json/schema")
     {
         *schema = json!({
-            "allOf": [schema.take(), {"required": ["send_at"]}],
+            "allOf": [
+                schema.take(),
+                {"required": ["send_at"], "properties": {"send_at": {"type": "string"}}},
+            ],
         });
     }
     let register = "/components/schemas/RegistrationRequest/properties";

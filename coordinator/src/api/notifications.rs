@@ -67,8 +67,9 @@ pub struct SendRequest {
     /// Send at this time instead of now (RFC 3339, in the future, at most
     /// 30 days ahead): the notification is `scheduled` until then, and may
     /// be replaced (`PUT`) or cancelled meanwhile. Its audience, TTL and
-    /// timings count from when it fires.
-    #[schema(value_type = Option<String>, format = DateTime, example = "2030-01-31T18:00:00Z")]
+    /// timings count from when it fires. E.g. `2030-01-31T18:00:00Z` (no
+    /// example is given: any fixed time leaves that window).
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub send_at: Option<String>,
 }
 
