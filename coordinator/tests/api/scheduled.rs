@@ -56,6 +56,16 @@ async fn cancel(app: &TestCoordinator, id: Uuid) -> Response {
     .expect("sent")
 }
 
+/// Asserts a 422 whose detail names `send_at` or the body's `id`, and says `says`.
+async fn refused(response: Response, says: &str) {
+    let problem = expect_problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid-request").await;
+    let detail = problem["detail"].as_str().unwrap_or_default();
+    assert!(
+        (detail.contains("`send_at`") || detail.contains("`id`")) && detail.contains(says),
+        "{says}: {detail}"
+    );
+}
+
 /// Schedules a notification for `send_at`; returns its id.
 async fn schedule(app: &TestCoordinator, send_at: DateTime<Utc>) -> Uuid {
     let id = Uuid::now_v7();
@@ -121,17 +131,7 @@ async fn a_send_at_in_the_past_or_beyond_thirty_days_is_refused() {
     ] {
         let mut request = body(Uuid::now_v7(), now);
         request["send_at"] = send_at.clone();
-        let problem = expect_problem(
-            post(&app, &request).await,
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid-request",
-        )
-        .await;
-        let detail = problem["detail"].as_str().unwrap_or_default();
-        assert!(
-            detail.contains("send_at") && detail.contains(says),
-            "{send_at}: {detail}"
-        );
+        refused(post(&app, &request).await, says).await;
     }
     let listed: Value = app
         .get("/api/v1/notifications", SEND_KEY)
@@ -277,39 +277,16 @@ async fn a_scheduled_notification_is_replaced_until_it_fires() {
     // The body's id must be the path's; send_at is required and checked.
     let mut other_id = replacement.clone();
     other_id["id"] = json!(Uuid::now_v7());
-    let problem = expect_problem(
-        put(&app, id, &other_id).await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "invalid-request",
-    )
-    .await;
-    assert!(
-        problem["detail"].as_str().unwrap_or_default().contains("`id`"),
-        "{problem}"
-    );
+    refused(put(&app, id, &other_id).await, "`id`").await;
     let mut same_id = replacement.clone();
     same_id["id"] = json!(id);
     assert_eq!(put(&app, id, &same_id).await.status(), StatusCode::OK);
     let mut untimed = replacement.clone();
     untimed.as_object_mut().expect("object").remove("send_at");
-    let problem = expect_problem(
-        put(&app, id, &untimed).await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "invalid-request",
-    )
-    .await;
-    assert!(
-        problem["detail"].as_str().unwrap_or_default().contains("send_at"),
-        "{problem}"
-    );
+    refused(put(&app, id, &untimed).await, "`send_at` is required").await;
     let mut past = replacement.clone();
     past["send_at"] = json!((Utc::now() - chrono::Duration::minutes(1)).to_rfc3339());
-    expect_problem(
-        put(&app, id, &past).await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "invalid-request",
-    )
-    .await;
+    refused(put(&app, id, &past).await, "not in the future").await;
     let unknown = put(&app, Uuid::now_v7(), &replacement).await;
     expect_problem(unknown, StatusCode::NOT_FOUND, "not-found").await;
     let register_key = app
