@@ -10,9 +10,10 @@ acceptance), this hook makes such a request keep the rule: the token is
 replaced by one of the body's platform derived from it, and `environment`
 is dropped for Android. Negative cases are left as generated. The
 coordinator's own tests (coordinator/tests/api/validation.rs) check those
-422s.
+422s. The same goes for a notification's `send_at` (below).
 """
 
+import datetime
 import hashlib
 import re
 
@@ -41,3 +42,34 @@ def token_fits_platform(context, case):
         case.body.pop("environment", None)
     case.path_parameters = parameters
     return case
+
+
+# A `send_at` must lie in the next 30 days: a rule about the present, which a
+# schema cannot state (it says "date-time" and the 30 days in words). In the
+# positive cases only, a `send_at` is moved into that window just before the
+# request is sent (an hour ahead and up to about a week more, derived from
+# the generated value so a run stays repeatable), and a replacement's body
+# `id` is made the path's (the rule ties the two, as above). This runs as
+# `before_call`, the one hook every phase goes through (explicit examples
+# and the stateful phase do not pass through `map_case`). Negative cases are
+# left as generated; coordinator/tests/api/scheduled.rs checks those 422s.
+SCHEDULED = {("POST", "/api/v1/notifications"), ("PUT", "/api/v1/notifications/{id}")}
+
+
+@schemathesis.hook
+def before_call(context, case, kwargs):
+    operation = case.operation
+    if (operation.method.upper(), operation.path) not in SCHEDULED or not isinstance(case.body, dict):
+        return
+    meta = case.meta
+    if meta is not None and not meta.generation.mode.is_positive:
+        return
+    send_at = case.body.get("send_at")
+    if send_at is not None:
+        offset = int(hashlib.sha256(str(send_at).encode()).hexdigest(), 16) % (7 * 24 * 3600)
+        at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1, seconds=offset)
+        case.body["send_at"] = at.isoformat()
+    if operation.method.upper() == "PUT" and "id" in case.body:
+        parameters = case.path_parameters or {}
+        if "id" in parameters:
+            case.body["id"] = parameters["id"]

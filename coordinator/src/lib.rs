@@ -1,7 +1,8 @@
 //! Clarion's coordinator: the HTTP API (registrations, topics,
-//! notifications, cancel), the schema and its migrations, the job relay and
-//! the topic counter (its actors), and the handlers of the reports, cleanup
-//! and dead-letter queues that turn reports into progress and cleanups.
+//! notifications, scheduled sends, cancel), the schema and its migrations,
+//! the job relay, the scheduler and the topic counter (its actors), and the
+//! handlers of the reports, cleanup and dead-letter queues that turn
+//! reports into progress and cleanups.
 //!
 //! [`start`] builds the whole service; `main` and the integration tests both
 //! use it. It must run inside an actix `System`.
@@ -18,6 +19,7 @@ pub mod lanes;
 pub mod migrations;
 pub mod planning;
 pub mod progress;
+pub mod scheduled;
 pub mod scheduling;
 pub mod sending;
 pub mod store;
@@ -41,6 +43,7 @@ use tracing::{info, warn};
 use crate::actors::Stop;
 use crate::actors::hygiene::Hygiene;
 use crate::actors::job_relay::JobRelay;
+use crate::actors::scheduler::Scheduler;
 use crate::actors::topic_counter::TopicCounter;
 use crate::actors::watchdog::Watchdog;
 use crate::api::AppState;
@@ -92,6 +95,7 @@ pub struct Coordinator {
     serving: tokio::task::JoinHandle<std::io::Result<()>>,
     consumers: Consumers,
     relay: Addr<JobRelay>,
+    scheduler: Addr<Scheduler>,
     watchdog: Addr<Watchdog>,
     hygiene: Addr<Hygiene>,
     /// Re-reads the API keys file, when the keys come from one.
@@ -120,6 +124,7 @@ impl Coordinator {
         self.readiness.start_draining();
         self.server.stop(true).await;
         let _ = self.serving.await;
+        let _ = self.scheduler.send(Stop).await;
         let _ = self.relay.send(Stop).await;
         let _ = self.watchdog.send(Stop).await;
         let _ = self.hygiene.send(Stop).await;
@@ -184,6 +189,13 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
     let topic_counter = TopicCounter::new(pool.clone(), refresh_every).start();
     let publisher = Publisher::new(broker.clone(), names.clone());
     let relay = JobRelay::new(pool.clone(), broker.clone(), names.clone(), settings.scheduling()).start();
+    let scheduler = Scheduler::new(
+        pool.clone(),
+        topic_counter.clone(),
+        relay.clone(),
+        settings.tokens_per_job,
+    )
+    .start();
     let watchdog = Watchdog::new(pool.clone(), settings.stall()).start();
     let hygiene = Hygiene::new(
         db::Manager::new(&settings.database, &trust, "clarion-coordinator-hygiene")?,
@@ -288,6 +300,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         serving,
         consumers,
         relay,
+        scheduler,
         watchdog,
         hygiene,
         keys_file_watch,

@@ -2,11 +2,14 @@
 //! once per id, however often the same id is sent — and leave publishing
 //! to the job relay.
 //!
-//! 1. The notification is inserted in `accepted` unless its id exists.
-//! 2. In a transaction holding the row lock, a notification not planned yet
-//!    is planned: its shard jobs go into the outbox (`job_outbox`) and the
-//!    row is marked `harvesting`, then the transaction commits. A concurrent
-//!    send of the same id waits on the lock and then finds it planned.
+//! 1. In one transaction, the notification is inserted unless its id
+//!    exists, and row-locked: a concurrent send of the same id waits for
+//!    this one to commit and then finds it stored (a replay).
+//! 2. A send-now not planned yet is planned ([`plan_locked`]): its shard
+//!    jobs go into the outbox (`job_outbox`) and the row is marked
+//!    `harvesting`, then the transaction commits. A scheduled one (with a
+//!    `send_at`) is committed `scheduled` and planned the same way when it
+//!    fires ([`crate::firing`]).
 //! 3. Only then is the job relay nudged: it publishes committed jobs with
 //!    publisher confirms (and would find them anyway on its next round, or
 //!    after a restart). So the 202 means the plan is durable, the answer
@@ -14,12 +17,14 @@
 //!    notification is committed, and a re-sent id is never published twice.
 //!
 //! The send is recorded in the audit log in that same transaction (a
-//! replayed id too, as `replayed`).
+//! replayed id too, as `replayed`; a scheduled one with its time).
 
 use actix::Addr;
+use chrono::{DateTime, Utc};
 use clarion_proto::Notification;
 use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
+use tokio_postgres::Transaction;
 use tracing::field::Empty;
 use tracing::{Instrument, info};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -33,19 +38,20 @@ use crate::lanes::Lane;
 use crate::planning::{AudienceEstimate, plan};
 use crate::store::StoreError;
 use crate::store::audit::{self, Action};
-use crate::store::notifications::{self as store, Status};
+use crate::store::notifications::{self as store, NewNotification, Status};
 use crate::store::outbox;
 
 /// What became of a send request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Accepted {
-    /// Planned now; its jobs are committed to the outbox.
+    /// Planned now (its jobs are committed to the outbox), or scheduled.
     New { status: Status },
     /// The id was sent before with the same content; nothing was sent again.
     Replay { status: Status },
 }
 
-/// Where a send request's plan comes from and where it goes.
+/// Where a plan comes from and where it goes.
+#[derive(Clone, Copy)]
 pub struct Sending<'a> {
     pub pool: &'a PgPool,
     pub topic_counter: &'a Addr<TopicCounter>,
@@ -53,44 +59,115 @@ pub struct Sending<'a> {
     pub tokens_per_job: u64,
 }
 
+/// Why a notification could not be planned.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("the topic counter is not running")]
+    TopicCounterDown,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<DbError> for PlanError {
+    fn from(err: DbError) -> Self {
+        PlanError::Store(err.into())
+    }
+}
+
+impl From<tokio_postgres::Error> for PlanError {
+    fn from(err: tokio_postgres::Error) -> Self {
+        PlanError::Store(err.into())
+    }
+}
+
+impl From<PlanError> for ApiError {
+    fn from(err: PlanError) -> Self {
+        match err {
+            PlanError::TopicCounterDown => ApiError::Unavailable(err.to_string()),
+            PlanError::Store(err) => err.into(),
+        }
+    }
+}
+
 /// Runs inside the notification's span: its trace id is stored with the
-/// notification, and the planning span is its child.
+/// notification, and the planning span is its child. `send_at` schedules
+/// it instead of planning it now.
 pub async fn accept(
     sending: Sending<'_>,
     id: Uuid,
     notification: Notification,
     lane: Lane,
+    send_at: Option<DateTime<Utc>>,
     caller: &Caller,
 ) -> Result<Accepted, ApiError> {
-    let trace_id = trace_id_of(&tracing::Span::current());
+    let span = tracing::Span::current();
+    let trace_id = trace_id_of(&span);
+    // A scheduled send keeps its trace headers: its firing joins this trace.
+    let trace_context = send_at.map(|_| clarion_proto::trace_context::inject(&span.context()));
     let mut conn = sending.pool.get().await.map_err(DbError::from)?;
-    store::insert_if_absent(
-        &*conn,
-        id,
-        &notification,
-        lane,
-        &caller.key_id,
-        trace_id.as_deref(),
+    let tx = conn.transaction().await.map_err(StoreError::from)?;
+    let inserted = store::insert_if_absent(
+        &tx,
+        &NewNotification {
+            id,
+            notification: &notification,
+            lane,
+            send_at,
+            api_key_id: &caller.key_id,
+            trace_id: trace_id.as_deref(),
+            trace_context: trace_context.as_deref(),
+        },
     )
     .await?;
-
-    let tx = conn.transaction().await.map_err(StoreError::from)?;
     let stored = store::lock(&tx, id)
         .await?
         .ok_or_else(|| ApiError::Internal(format!("notification {id} vanished while being accepted")))?;
-    if stored.notification != notification || stored.lane != lane {
+    if stored.notification != notification || stored.lane != lane || stored.send_at != send_at {
         return Err(ApiError::Conflict(format!(
             "notification {id} was already sent with different content; use a new id"
         )));
     }
-    if stored.status != Status::Accepted || stored.jobs_planned > 0 {
+    // Not stored by this request, and planned, scheduled or finished.
+    // (An `accepted` row left unplanned by an older version is planned.)
+    if !inserted && (stored.status != Status::Accepted || stored.jobs_planned > 0) {
         audit::record(&tx, caller, Action::Send, &id.to_string(), "replayed").await?;
         tx.commit().await.map_err(StoreError::from)?;
         return Ok(Accepted::Replay {
             status: stored.status,
         });
     }
+    if let Some(send_at) = send_at {
+        let detail = format!("scheduled for {}", send_at.to_rfc3339());
+        audit::record(&tx, caller, Action::Send, &id.to_string(), &detail).await?;
+        tx.commit().await.map_err(StoreError::from)?;
+        info!(notification.id = %id, send_at = %send_at.to_rfc3339(), "notification scheduled");
+        metrics::counter!("clarion_coordinator_notifications_scheduled_total").increment(1);
+        return Ok(Accepted::New {
+            status: Status::Scheduled,
+        });
+    }
+    let jobs = plan_locked(sending, &tx, id, &notification, lane).await?;
+    audit::record(&tx, caller, Action::Send, &id.to_string(), "accepted").await?;
+    tx.commit().await.map_err(StoreError::from)?;
+    committed(sending, lane, jobs);
+    info!(notification.id = %id, jobs, "notification accepted");
+    Ok(Accepted::New {
+        status: Status::Harvesting,
+    })
+}
 
+/// Plans a notification row-locked by `tx`, in a "plan notification" span
+/// (a child of the caller's): estimates its audience from the cached topic
+/// counts, puts its shard jobs in the outbox and marks it planned — all in
+/// `tx`, which the caller commits and then reports with [`committed`].
+/// Returns the number of jobs.
+pub async fn plan_locked(
+    sending: Sending<'_>,
+    tx: &Transaction<'_>,
+    id: Uuid,
+    notification: &Notification,
+    lane: Lane,
+) -> Result<u32, PlanError> {
     let span = tracing::info_span!(
         "plan notification",
         notification.id = %id,
@@ -98,14 +175,14 @@ pub async fn accept(
         estimated_audience = Empty,
         unknown_topics = Empty,
     );
-    let jobs = async {
+    async {
         let counts = sending
             .topic_counter
             .send(PeekTopicCounts {
                 topics: notification.topics.clone(),
             })
             .await
-            .map_err(|_| ApiError::Unavailable("the topic counter is not running".into()))?;
+            .map_err(|_| PlanError::TopicCounterDown)?;
         let estimate = AudienceEstimate {
             known: counts.iter().flatten().map(|c| c.total()).sum(),
             unknown_topics: counts.iter().filter(|c| c.is_none()).count(),
@@ -117,9 +194,9 @@ pub async fn accept(
         current.record("estimated_audience", estimate.known);
         current.record("unknown_topics", estimate.unknown_topics);
         let trace_context = clarion_proto::trace_context::inject(&current.context());
-        outbox::insert_plan(&tx, id, &ranges).await?;
+        outbox::insert_plan(tx, id, &ranges).await?;
         let audience_estimate = (estimate.unknown_topics == 0).then_some(estimate.known);
-        store::mark_planned(&tx, id, jobs, audience_estimate, &trace_context).await?;
+        store::mark_planned(tx, id, jobs, audience_estimate, &trace_context).await?;
         info!(
             notification.id = %id,
             lane = %lane,
@@ -128,25 +205,23 @@ pub async fn accept(
             unknown_topics = estimate.unknown_topics,
             "notification planned"
         );
-        Ok::<u32, ApiError>(jobs)
+        Ok(jobs)
     }
     .instrument(span)
-    .await?;
-    audit::record(&tx, caller, Action::Send, &id.to_string(), "accepted").await?;
-    tx.commit().await.map_err(StoreError::from)?;
+    .await
+}
+
+/// After a plan committed: nudges the job relay and counts the jobs.
+pub fn committed(sending: Sending<'_>, lane: Lane, jobs: u32) {
     // A nudge, not a hand-over: the relay finds committed jobs by itself, so
     // a full mailbox (nudges already waiting) loses nothing.
     let _ = sending.relay.try_send(JobsCommitted);
-    info!(notification.id = %id, jobs, "notification accepted");
     metrics::counter!("clarion_coordinator_jobs_planned_total", "lane" => lane.as_str())
         .increment(u64::from(jobs));
-    Ok(Accepted::New {
-        status: Status::Harvesting,
-    })
 }
 
 /// The W3C trace id of `span` (32 hex characters), when it is traced.
-fn trace_id_of(span: &tracing::Span) -> Option<String> {
+pub fn trace_id_of(span: &tracing::Span) -> Option<String> {
     use opentelemetry::trace::TraceContextExt;
     let context = span.context();
     let span_context = context.span().span_context().clone();

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use clarion_load_tests::mocks::{FaultConfig, digest};
 use clarion_load_tests::testkit::{
-    ADMIN_KEY, Cluster, ClusterOptions, Device, alternating_devices, seed_devices,
+    ADMIN_KEY, Cluster, ClusterOptions, Device, Mocks, alternating_devices, seed_devices,
 };
 use clarion_proto::Platform;
 use reqwest::StatusCode;
@@ -32,6 +32,21 @@ fn tokens(devices: &[Device], platform: Platform) -> Vec<String> {
         .filter(|d| d.platform == platform)
         .map(|d| d.token.clone())
         .collect()
+}
+
+/// Each of `devices` got exactly one push from the mocks, and nobody else.
+fn each_device_pushed_once(mocks: &Mocks, devices: &[Device]) {
+    for platform in Platform::ALL {
+        let expected = tokens(devices, platform);
+        let stats = mocks.state(platform).accounting.stats();
+        assert_eq!(stats.unique_tokens, expected.len() as u64, "{platform}");
+        assert_eq!(stats.duplicate_pushes, 0, "{platform}: nobody gets two pushes");
+        assert_eq!(
+            stats.digest,
+            digest(expected.iter().map(String::as_str)),
+            "{platform}: exactly the audience"
+        );
+    }
 }
 
 async fn send(cluster: &Cluster, body: Value) -> String {
@@ -68,16 +83,10 @@ async fn every_device_gets_exactly_one_push_and_the_counters_match_the_mocks() {
     assert_eq!(status["status"], "complete", "{status}");
 
     let mocks = cluster.mocks();
+    each_device_pushed_once(mocks, &all);
     for platform in Platform::ALL {
         let expected = tokens(&all, platform);
         let stats = mocks.state(platform).accounting.stats();
-        assert_eq!(stats.unique_tokens, expected.len() as u64, "{platform}");
-        assert_eq!(stats.duplicate_pushes, 0, "{platform}: nobody gets two pushes");
-        assert_eq!(
-            stats.digest,
-            digest(expected.iter().map(String::as_str)),
-            "{platform}: exactly the audience"
-        );
         let delivery = &status["delivery"][platform.as_str()];
         assert_eq!(
             delivery["sent"], stats.accepted,
@@ -96,6 +105,55 @@ async fn every_device_gets_exactly_one_push_and_the_counters_match_the_mocks() {
 
     assert_eq!(status["delivered_percent"], 100.0);
     assert!(status["timings"]["t90_ms"].as_u64().is_some(), "{status}");
+    assert_eq!(status["ninety_in_two"], true);
+    cluster.stop().await;
+}
+
+#[actix_web::test]
+async fn a_scheduled_send_reaches_every_device_once_when_it_fires_and_is_timed_from_then() {
+    let cluster = Cluster::start(options(&[], &["--batch-size=20"], &[])).await;
+    let devices = alternating_devices(60, &["briefing/uk"]);
+    seed_devices(&cluster.sql().await, &devices).await.unwrap();
+    let send_at = chrono::Utc::now() + chrono::Duration::seconds(3);
+    let (status, accepted) = cluster
+        .send(
+            &json!({"topics": ["briefing/uk"], "title": "Briefing", "body": "Five things",
+                      "lane": "bulk", "send_at": send_at.to_rfc3339()}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    assert_eq!(accepted["status"], "scheduled");
+    let id = accepted["id"].as_str().expect("an id").to_owned();
+    assert_eq!(cluster.status(&id).await["status"], "scheduled");
+    let mocks = cluster.mocks();
+    for platform in Platform::ALL {
+        assert_eq!(
+            mocks.state(platform).accounting.stats().unique_tokens,
+            0,
+            "{platform}: not before its time"
+        );
+    }
+
+    let status = cluster.wait_until_settled(&id, WAIT).await;
+    assert_eq!(status["status"], "complete", "{status}");
+    let time = |name: &str| -> chrono::DateTime<chrono::Utc> {
+        status[name]
+            .as_str()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: {status}"))
+    };
+    let (created_at, fired_at) = (time("created_at"), time("fired_at"));
+    assert!(fired_at >= time("send_at"), "{status}");
+    each_device_pushed_once(mocks, &devices);
+    // Timed from the firing: counted from the request, t90 would be at
+    // least the 3 s the notification waited.
+    let t90 = status["timings"]["t90_ms"].as_i64().expect("t90 reached");
+    let waited = (fired_at - created_at).num_milliseconds();
+    assert!(waited >= 2_500, "it waited for its time: {status}");
+    assert!(
+        t90 < waited,
+        "t90 {t90} ms counts from the firing, not the request {waited} ms earlier"
+    );
     assert_eq!(status["ninety_in_two"], true);
     cluster.stop().await;
 }

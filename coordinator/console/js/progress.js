@@ -39,7 +39,7 @@ export function showProgress(main, id) {
     setText('#n-topics', status.topics.join(', '));
     const when = status.status === 'scheduled'
       ? `scheduled for ${formatTime(status.send_at)}`
-      : `sent ${formatTime(status.send_at ?? status.created_at)}`;
+      : `sent ${formatTime(status.fired_at ?? status.created_at)}`;
     setText('#n-when', when);
     setText('#status', status.status);
     $('#status').dataset.status = status.status;

@@ -2,6 +2,7 @@
 
 pub mod hygiene;
 pub mod job_relay;
+pub mod scheduler;
 pub mod topic_counter;
 pub mod watchdog;
 

@@ -32,8 +32,10 @@ pub struct AuditQuery {
     /// `next_cursor` of the previous page; the newest records when absent.
     #[param(pattern = "^[1-9][0-9]{0,17}$")]
     pub cursor: Option<String>,
-    /// Only this action: `send`, `cancel`, `held.release`, `held.discard` or `admin.request`.
-    #[param(pattern = "^(send|cancel|held\\.release|held\\.discard|admin\\.request)$")]
+    /// Only this action: `send`, `cancel`, `replace`, `held.release`, `held.discard`, `admin.request` or `console.session`.
+    #[param(
+        pattern = "^(send|cancel|replace|held\\.release|held\\.discard|admin\\.request|console\\.session)$"
+    )]
     pub action: Option<String>,
 }
 
@@ -116,7 +118,8 @@ pub async fn get_audit(
         None => None,
         Some(name) => Some(Action::parse(name).ok_or_else(|| {
             ApiError::Invalid(
-                "`action` must be send, cancel, held.release, held.discard or admin.request".into(),
+                "`action` must be send, cancel, replace, held.release, held.discard, admin.request or console.session"
+                    .into(),
             )
         })?),
     };

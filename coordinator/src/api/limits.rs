@@ -2,7 +2,9 @@
 //! from the constants the validation itself uses (`clarion_proto`), so a
 //! client — or schemathesis — can tell a valid request from the
 //! description alone: token formats per platform, topic names, text and URL
-//! rules, TTL range, sizes and counts.
+//! rules, TTL range, sizes and counts, and that a replacement needs a
+//! `send_at`. (That a `send_at` must lie in the next 30 days is said in
+//! words: a schema cannot compare with the present.)
 
 use clarion_proto::payload::{
     BODY_PATTERN, COLLAPSE_KEY_PATTERN, MAX_COLLAPSE_KEY_BYTES, MAX_IMAGE_URL_BYTES,
@@ -94,6 +96,18 @@ pub fn state_limits(doc: &mut Value, max_topics_per_device: u32) {
             },
         }),
     );
+    // A replacement is a send request that must say when (`send_at`, not
+    // null).
+    if let Some(schema) = doc
+        .pointer_mut("/paths/~1api~1v1~1notifications~1{id}/put/requestBody/content/application~1json/schema")
+    {
+        *schema = json!({
+            "allOf": [
+                schema.take(),
+                {"required": ["send_at"], "properties": {"send_at": {"type": "string"}}},
+            ],
+        });
+    }
     let register = "/components/schemas/RegistrationRequest/properties";
     merge(
         doc,

@@ -13,6 +13,7 @@ pub mod notification_list;
 pub mod notifications;
 pub mod openapi;
 pub mod registrations;
+pub mod replace;
 pub mod topics;
 
 use std::time::Duration;
@@ -81,6 +82,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(notifications::send_notification)
         .service(notification_list::list_notifications)
         .service(notifications::get_notification)
+        .service(replace::replace_notification)
         .service(curve::get_curve)
         .service(notifications::cancel_notification)
         .service(held::get_held)

@@ -30,7 +30,7 @@ pub struct ListQuery {
     /// Only notifications sent to this topic (among others).
     pub topic: Option<String>,
     /// Only notifications in this status.
-    #[param(pattern = "^(accepted|harvesting|dispatching|complete|failed|cancelled)$")]
+    #[param(pattern = "^(accepted|scheduled|harvesting|dispatching|complete|failed|cancelled)$")]
     pub status: Option<String>,
     /// Created at or after this time (RFC 3339).
     pub from: Option<DateTime<Utc>>,
@@ -60,12 +60,14 @@ pub struct NotificationSummary {
     pub lane: Lane,
     pub dry_run: bool,
     pub created_at: DateTime<Utc>,
+    /// When it is (or was) scheduled to fire; null for a send-now.
+    pub send_at: Option<DateTime<Utc>>,
     /// Devices harvested (both platforms).
     pub audience_total: u64,
     /// Share of the audience accepted by Apple / Google, in percent.
     pub delivered_percent: f64,
-    /// Milliseconds from the send until 90% of the reachable audience was
-    /// accepted; null until then.
+    /// Milliseconds from the send (or the firing of a scheduled one) until
+    /// 90% of the reachable audience was accepted; null until then.
     pub t90_ms: Option<u32>,
     /// 90% accepted within two minutes; null while still open.
     pub ninety_in_two: Option<bool>,
@@ -129,6 +131,7 @@ fn summary(status: NotificationStatus, title: Option<String>, sender_key_id: Str
         lane: status.lane,
         dry_run: status.dry_run,
         created_at: status.created_at,
+        send_at: status.send_at,
         audience_total: status.audience.total,
         delivered_percent: status.delivered_percent,
         t90_ms: status.timings.t90_ms,
@@ -148,7 +151,8 @@ fn filter_of(query: ListQuery) -> Result<ListFilter, ApiError> {
         None => None,
         Some(name) => Some(Status::named(name).ok_or_else(|| {
             ApiError::Invalid(
-                "`status` must be accepted, harvesting, dispatching, complete, failed or cancelled".into(),
+                "`status` must be accepted, scheduled, harvesting, dispatching, complete, failed or cancelled"
+                    .into(),
             )
         })?),
     };

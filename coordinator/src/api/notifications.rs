@@ -21,6 +21,7 @@ use crate::lanes::Lane;
 use crate::progress::completion::announce;
 use crate::progress::settle_cancelled;
 use crate::progress::timings::{Timings, reachable, timings};
+use crate::scheduled::{parse_send_at, send_at_within_window};
 use crate::sending::{Accepted, Sending, accept};
 use crate::store::audit::{self, Action};
 use crate::store::notifications::{self as store, Cancel, PlatformDelivery, StoredNotification};
@@ -63,6 +64,13 @@ pub struct SendRequest {
     /// smaller send overtakes a bigger one that started earlier.
     #[schema(value_type = Option<Lane>, example = "urgent")]
     pub lane: Option<String>,
+    /// Send at this time instead of now (RFC 3339, in the future, at most
+    /// 30 days ahead): the notification is `scheduled` until then, and may
+    /// be replaced (`PUT`) or cancelled meanwhile. Its audience, TTL and
+    /// timings count from when it fires. E.g. `2030-01-31T18:00:00Z` (no
+    /// example is given: any fixed time leaves that window).
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub send_at: Option<String>,
 }
 
 /// A whole number that fits a `u32`, written as JSON writes it: JSON Schema
@@ -86,8 +94,17 @@ fn whole_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Opt
     }
 }
 
+/// A send request read: its parts, the notification not validated yet,
+/// `send_at` not checked yet (as written).
+pub(super) struct ReadRequest {
+    pub id: Option<Uuid>,
+    pub notification: Notification,
+    pub lane: Lane,
+    pub send_at: Option<String>,
+}
+
 impl SendRequest {
-    fn into_notification(self) -> Result<(Option<Uuid>, Notification, Lane), ApiError> {
+    pub(super) fn into_notification(self) -> Result<ReadRequest, ApiError> {
         // Read as text so an unknown lane is a 422 that names the lanes,
         // like every other rule, not a JSON error.
         let lane = match self.lane.as_deref() {
@@ -113,7 +130,12 @@ impl SendRequest {
             data: self.data,
             dry_run: self.dry_run,
         };
-        Ok((self.id, notification, lane))
+        Ok(ReadRequest {
+            id: self.id,
+            notification,
+            lane,
+            send_at: self.send_at,
+        })
     }
 }
 
@@ -127,7 +149,8 @@ pub struct Links {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SendAccepted {
     pub id: Uuid,
-    /// `harvesting` once the jobs are queued; for a replayed id, its current status.
+    /// `harvesting` once the jobs are queued, `scheduled` when sent with a
+    /// `send_at`; for a replayed id, its current status.
     #[schema(example = "harvesting")]
     pub status: String,
     pub links: Links,
@@ -159,7 +182,8 @@ pub struct DeliveryBody {
     pub android: PlatformDelivery,
 }
 
-/// Milliseconds from the send request until half, 90% and 99% of the
+/// Milliseconds from the send (the request, or the firing of a scheduled
+/// notification) until half, 90% and 99% of the
 /// audience was accepted (null until reached). The audience here leaves out
 /// the devices Apple / Google reported gone: an uninstalled app cannot be
 /// reached by anyone.
@@ -224,7 +248,8 @@ impl MessageBody {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct NotificationStatus {
     pub id: Uuid,
-    /// `accepted`, `harvesting`, `dispatching`, `complete`, `failed` or `cancelled`.
+    /// `accepted`, `scheduled` (waiting for `send_at`), `harvesting`,
+    /// `dispatching`, `complete`, `failed` or `cancelled`.
     #[schema(example = "dispatching")]
     pub status: String,
     /// W3C trace id of the send, when traced.
@@ -236,6 +261,11 @@ pub struct NotificationStatus {
     pub lane: Lane,
     pub dry_run: bool,
     pub created_at: DateTime<Utc>,
+    /// When it is (or was) scheduled to fire; null for a send-now.
+    pub send_at: Option<DateTime<Utc>>,
+    /// When a scheduled notification fired (was planned); its timings and
+    /// 90in2 count from here. Null for a send-now and until it fires.
+    pub fired_at: Option<DateTime<Utc>>,
     pub updated_at: DateTime<Utc>,
     pub completed_at: Option<DateTime<Utc>>,
     pub cancelled_at: Option<DateTime<Utc>>,
@@ -254,8 +284,9 @@ pub struct NotificationStatus {
     /// decimals); the share 90in2 is judged on.
     pub delivered_percent_of_reachable: f64,
     pub timings: TimingsBody,
-    /// 90% of the audience accepted within two minutes of the send request;
-    /// null while that is still open.
+    /// 90% of the audience accepted within two minutes of the send (the
+    /// request, or the firing of a scheduled notification); null while that
+    /// is still open, and for a notification that never fired.
     pub ninety_in_two: Option<bool>,
     pub cleanup: CleanupBody,
     pub links: Links,
@@ -268,8 +299,10 @@ impl NotificationStatus {
         let sent = stored.ios.sent + stored.android.sent;
         // A notification whose tokens tripped the safety valve did not reach
         // its audience as far as anyone can tell: never "90in2: yes".
-        let ninety_in_two = if stored.suspect_segments.is_empty() {
-            timings.ninety_in_two(stored.created_at, stored.completed_at.is_some())
+        let ninety_in_two = if stored.never_fired() {
+            None
+        } else if stored.suspect_segments.is_empty() {
+            timings.ninety_in_two(stored.sent_at(), stored.completed_at.is_some())
         } else {
             Some(false)
         };
@@ -287,6 +320,8 @@ impl NotificationStatus {
             lane: stored.lane,
             dry_run: stored.notification.dry_run,
             created_at: stored.created_at,
+            send_at: stored.send_at,
+            fired_at: stored.fired_at,
             updated_at: stored.updated_at,
             completed_at: stored.completed_at,
             cancelled_at: stored.cancelled_at,
@@ -358,7 +393,7 @@ pub(super) async fn status_of(
     Ok(NotificationStatus::new(stored, timings))
 }
 
-fn self_link(id: Uuid) -> Links {
+pub(super) fn self_link(id: Uuid) -> Links {
     Links {
         self_: format!("/api/v1/notifications/{id}"),
     }
@@ -370,7 +405,7 @@ fn self_link(id: Uuid) -> Links {
     security(("api_key" = [])),
     request_body = SendRequest,
     responses(
-        (status = 202, description = "Accepted: the notification and its shard jobs are committed; they are published to the harvesters right away, or as soon as the broker is reachable", body = SendAccepted),
+        (status = 202, description = "Accepted: the notification and its shard jobs are committed; they are published to the harvesters right away, or as soon as the broker is reachable. With `send_at`: stored as `scheduled`, planned and published when that time comes", body = SendAccepted),
         (status = 200, description = "This id was sent before with the same content; nothing was sent again", body = SendAccepted),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
@@ -378,7 +413,7 @@ fn self_link(id: Uuid) -> Links {
         (status = 409, description = "This id was sent before with other content", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body larger than 64 KiB", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Breaks a rule stated in the request schema, or the payload Apple or Google would get is too large (APNs 4096 bytes, FCM 4000 bytes: title, body, link, image_url, collapse_key and data together)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Breaks a rule stated in the request schema, the payload Apple or Google would get is too large (APNs 4096 bytes, FCM 4000 bytes: title, body, link, image_url, collapse_key and data together), or `send_at` is not an RFC 3339 time in the future and at most 30 days ahead", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "The key's `sends_per_minute` is used up; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json", headers(("Retry-After" = u64, description = "Seconds until the key may send again (at least 1)"))),
         (status = 503, description = "The database is unavailable: the plan was not committed; send the same id again", body = Problem, content_type = "application/problem+json"),
     )
@@ -390,17 +425,28 @@ pub async fn send_notification(
     body: web::Json<SendRequest>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Send)?;
-    let (id, notification, lane) = body.into_inner().into_notification()?;
+    let ReadRequest {
+        id,
+        notification,
+        lane,
+        send_at,
+    } = body.into_inner().into_notification()?;
     caller.check_lane(lane)?;
     let notification = notification
         .validated()
         .map_err(|err| ApiError::Invalid(err.to_string()))?;
     // A retry of an id already stored sends nothing (a replay, or a
     // conflict): it does not count against the key's allowance, so a
-    // client that lost its 202 can always ask again.
+    // client that lost its 202 can always ask again — even once its
+    // `send_at` has passed.
     let already_stored = match id {
         Some(id) => store::get(&state.pool, id).await?.is_some(),
         None => false,
+    };
+    let send_at = match send_at.as_deref() {
+        None => None,
+        Some(text) if already_stored => Some(parse_send_at(text)?),
+        Some(text) => Some(send_at_within_window(text, Utc::now())?),
     };
     if !already_stored {
         caller.check_send_rate()?;
@@ -412,6 +458,7 @@ pub async fn send_notification(
         notification.topics = notification.topics.len(),
         notification.dry_run = notification.dry_run,
         notification.lane = %lane,
+        notification.scheduled = send_at.is_some(),
     );
     let sending = Sending {
         pool: &state.pool,
@@ -419,7 +466,7 @@ pub async fn send_notification(
         relay: &state.relay,
         tokens_per_job: state.tokens_per_job,
     };
-    let accepted = accept(sending, id, notification, lane, &caller)
+    let accepted = accept(sending, id, notification, lane, send_at, &caller)
         .instrument(span)
         .await;
     let outcome = match &accepted {
@@ -511,7 +558,9 @@ const CANCEL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 ///
 /// The 200 is durable: the cancellation is in the control log, which every
 /// harvester and dispatcher — running, restarting or started later — reads
-/// before it harvests or pushes anything.
+/// before it harvests or pushes anything. A scheduled notification
+/// cancelled before its time never fires: nothing of it was published, so
+/// the control log is left out.
 #[utoipa::path(
     tag = "notifications",
     security(("api_key" = [])),
@@ -536,24 +585,34 @@ pub async fn cancel_notification(
     let id = id.into_inner();
     let mut conn = state.pool.get().await.map_err(DbError::from)?;
     let tx = conn.transaction().await?;
-    match store::cancel(&tx, id).await? {
+    let never_fired = match store::cancel(&tx, id).await? {
         Cancel::Unknown => return Err(ApiError::NotFound(format!("no notification {id}"))),
         Cancel::AlreadyComplete => {
             return Err(ApiError::Conflict(format!(
                 "notification {id} is already complete"
             )));
         }
-        Cancel::Cancelled => {}
-    }
-    audit::record(&tx, &caller, Action::Cancel, &id.to_string(), "").await?;
+        Cancel::Cancelled { never_fired } => never_fired,
+    };
+    let detail = if never_fired { "before firing" } else { "" };
+    audit::record(&tx, &caller, Action::Cancel, &id.to_string(), detail).await?;
     tx.commit().await?;
     drop(conn);
     if let Some(completion) = settle_cancelled(&state.pool, id, state.valve).await? {
         announce(id, &completion, state.valve);
     }
-    // The 200 waits for the broker's confirm that the cancellation is in the
-    // control log, which every harvester and dispatcher reads before it
-    // harvests or pushes anything (see `clarion_runtime::amqp::control`).
+    if !never_fired {
+        log_cancel(&state, id).await?;
+    }
+    info!(notification.id = %id, key = %caller.key_id, never_fired, "notification cancelled");
+    let stored = find(&state, id).await?;
+    Ok(HttpResponse::Ok().json(status_of(&state, stored).await?))
+}
+
+/// Puts the cancellation in the control log and waits for the broker's
+/// confirm: every harvester and dispatcher reads the log before it
+/// harvests or pushes anything (see `clarion_runtime::amqp::control`).
+async fn log_cancel(state: &AppState, id: Uuid) -> Result<(), ApiError> {
     let logged = tokio::time::timeout(CANCEL_DEADLINE, publish_cancel(&state.publisher, id)).await;
     let not_logged = match logged {
         Ok(Ok(())) => None,
@@ -566,9 +625,7 @@ pub async fn cancel_notification(
              but the cancellation could not be logged for the harvesters and dispatchers ({reason}); retry"
         )));
     }
-    info!(notification.id = %id, key = %caller.key_id, "notification cancelled");
-    let stored = find(&state, id).await?;
-    Ok(HttpResponse::Ok().json(status_of(&state, stored).await?))
+    Ok(())
 }
 
 #[cfg(test)]
@@ -601,6 +658,8 @@ mod tests {
             t90_ms: Some(200),
             t99_ms: None,
             created_at: now,
+            send_at: None,
+            fired_at: None,
             updated_at: now,
             completed_at: Some(now),
             cancelled_at: None,

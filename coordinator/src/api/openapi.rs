@@ -8,7 +8,7 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    AppState, audience, audit, curve, held, notification_list, notifications, registrations, topics,
+    AppState, audience, audit, curve, held, notification_list, notifications, registrations, replace, topics,
 };
 use crate::error::Problem;
 use clarion_runtime::health;
@@ -37,6 +37,7 @@ use clarion_runtime::health;
         notifications::send_notification,
         notification_list::list_notifications,
         notifications::get_notification,
+        replace::replace_notification,
         curve::get_curve,
         notifications::cancel_notification,
         held::get_held,

@@ -84,7 +84,7 @@ pub async fn complete_if_finished(
         .map(|counts| counts.segment)
         .collect();
     let held = take_held_tokens(tx, id, &suspect_segments).await?;
-    let deleted = delete_registrations(tx, id, &held, done.created_at).await?;
+    let deleted = delete_registrations(tx, id, &held, done.sent_at).await?;
     mark_complete(tx, id, &suspect_segments, timings.as_array()).await?;
     Ok(Some(Completion {
         audience: done.audience,

@@ -64,7 +64,7 @@ pub async fn settle_held(
         }
         let taken = take_batch(&tx, id, segment, BATCH).await?;
         if verdict == Verdict::Release {
-            registrations_deleted += delete_registrations(&tx, id, &taken, view.created_at).await?;
+            registrations_deleted += delete_registrations(&tx, id, &taken, view.sent_at).await?;
         }
         tx.commit().await?;
         tokens += taken.len() as u64;

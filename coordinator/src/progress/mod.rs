@@ -99,7 +99,7 @@ pub async fn record_cleanup(pool: &PgPool, cleanup: &TokenCleanup) -> Result<Cle
             hold_tokens(&tx, id, reason, segment, &cleanup.tokens).await?;
             Cleaned::Kept
         }
-        Some(_) => Cleaned::Deleted(delete_registrations(&tx, id, &cleanup.tokens, view.created_at).await?),
+        Some(_) => Cleaned::Deleted(delete_registrations(&tx, id, &cleanup.tokens, view.sent_at).await?),
     };
     tx.commit().await?;
     Ok(cleaned)

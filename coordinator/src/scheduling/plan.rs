@@ -34,7 +34,8 @@ impl<T: Copy> PerPlatform<T> {
 pub struct InFlight {
     pub id: Uuid,
     pub lane: Lane,
-    pub created_at: DateTime<Utc>,
+    /// When it was sent (a scheduled one: when it fired).
+    pub sent_at: DateTime<Utc>,
     pub jobs_planned: u32,
     /// Jobs the broker confirmed.
     pub jobs_released: u32,
@@ -158,7 +159,7 @@ pub fn next_release(
     let next = in_flight
         .iter()
         .filter(|n| n.jobs_waiting > 0)
-        .min_by_key(|n| (n.lane, n.remaining(fallback_tokens_per_job), n.created_at, n.id))?;
+        .min_by_key(|n| (n.lane, n.remaining(fallback_tokens_per_job), n.sent_at, n.id))?;
     let outstanding = total_outstanding(in_flight, fallback_tokens_per_job);
     let per_job = next.tokens_per_job_on(fallback_tokens_per_job);
     let platforms = [
@@ -206,7 +207,7 @@ mod tests {
         InFlight {
             id: Uuid::from_u128(u128::from(n)),
             lane,
-            created_at: Utc
+            sent_at: Utc
                 .timestamp_opt(1_700_000_000 + i64::from(n), 0)
                 .single()
                 .unwrap_or_default(),

@@ -148,7 +148,7 @@ mod tests {
         InFlight {
             id: Uuid::from_u128(id),
             lane: Lane::Standard,
-            created_at: Utc::now(),
+            sent_at: Utc::now(),
             jobs_planned: 1,
             jobs_released: 1,
             jobs_waiting: 0,

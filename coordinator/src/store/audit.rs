@@ -10,8 +10,11 @@ use crate::auth::Caller;
 /// The actions recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
+    /// A send, a scheduled one included (its detail says for when).
     Send,
     Cancel,
+    /// A scheduled notification replaced before it fired.
+    Replace,
     HeldRelease,
     HeldDiscard,
     /// Any request made with a key of scope `admin`.
@@ -21,9 +24,10 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 6] = [
+    pub const ALL: [Action; 7] = [
         Action::Send,
         Action::Cancel,
+        Action::Replace,
         Action::HeldRelease,
         Action::HeldDiscard,
         Action::AdminRequest,
@@ -34,6 +38,7 @@ impl Action {
         match self {
             Action::Send => "send",
             Action::Cancel => "cancel",
+            Action::Replace => "replace",
             Action::HeldRelease => "held.release",
             Action::HeldDiscard => "held.discard",
             Action::AdminRequest => "admin.request",

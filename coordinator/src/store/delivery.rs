@@ -91,7 +91,9 @@ pub async fn count_batch(tx: &Transaction<'_>, report: &DeliveryReport) -> Resul
 /// A locked notification as token cleanup sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CleanupView {
-    pub created_at: DateTime<Utc>,
+    /// When it was sent (a scheduled one: when it fired): registrations
+    /// renewed since are never deleted.
+    pub sent_at: DateTime<Utc>,
     /// `delete` / `keep` once complete, `None` before.
     pub decision: Option<String>,
     /// Segments whose tokens are kept.
@@ -102,12 +104,13 @@ pub struct CleanupView {
 pub async fn lock(tx: &Transaction<'_>, id: Uuid) -> Result<Option<CleanupView>, StoreError> {
     let row = tx
         .query_opt(
-            "SELECT created_at, invalid_decision, suspect_segments FROM notifications WHERE id = $1 FOR UPDATE",
+            "SELECT coalesce(fired_at, created_at), invalid_decision, suspect_segments
+               FROM notifications WHERE id = $1 FOR UPDATE",
             &[&id],
         )
         .await?;
     Ok(row.map(|row| CleanupView {
-        created_at: row.get(0),
+        sent_at: row.get(0),
         decision: row.get(1),
         suspect_segments: row.get(2),
     }))
@@ -170,7 +173,8 @@ pub async fn segment_counts(tx: &Transaction<'_>, id: Uuid) -> Result<Vec<Segmen
 /// no invalid-token decision yet: the figures completing it needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Finished {
-    pub created_at: DateTime<Utc>,
+    /// When it was sent (a scheduled one: when it fired).
+    pub sent_at: DateTime<Utc>,
     pub audience: u64,
     pub invalid: u64,
     pub unregistered: u64,
@@ -180,7 +184,7 @@ pub struct Finished {
 pub async fn finished(tx: &Transaction<'_>, id: Uuid) -> Result<Option<Finished>, StoreError> {
     let row = tx
         .query_opt(
-            "SELECT created_at, audience_ios + audience_android AS audience, invalid_ios + invalid_android AS invalid,
+            "SELECT coalesce(fired_at, created_at) AS sent_at, audience_ios + audience_android AS audience, invalid_ios + invalid_android AS invalid,
                     unregistered_ios + unregistered_android AS unregistered
                FROM notifications
               WHERE id = $1 AND invalid_decision IS NULL AND jobs_planned > 0
@@ -190,7 +194,7 @@ pub async fn finished(tx: &Transaction<'_>, id: Uuid) -> Result<Option<Finished>
         .await?;
     let count = |row: &tokio_postgres::Row, name: &str| row.get::<_, i64>(name).max(0) as u64;
     Ok(row.map(|row| Finished {
-        created_at: row.get("created_at"),
+        sent_at: row.get("sent_at"),
         audience: count(&row, "audience"),
         invalid: count(&row, "invalid"),
         unregistered: count(&row, "unregistered"),

@@ -11,6 +11,7 @@ pub mod notification_list;
 pub mod notifications;
 pub mod outbox;
 pub mod registrations;
+pub mod scheduled;
 pub mod topics;
 
 use clarion_runtime::db::DbError;

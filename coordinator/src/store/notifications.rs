@@ -16,6 +16,8 @@ use crate::lanes::Lane;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
     Accepted,
+    /// Waiting for its `send_at`; nothing is planned until it fires.
+    Scheduled,
     Harvesting,
     Dispatching,
     Complete,
@@ -27,6 +29,7 @@ impl Status {
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Accepted => "accepted",
+            Status::Scheduled => "scheduled",
             Status::Harvesting => "harvesting",
             Status::Dispatching => "dispatching",
             Status::Complete => "complete",
@@ -43,6 +46,7 @@ impl Status {
     fn parse(value: &str) -> Result<Self, StoreError> {
         Ok(match value {
             "accepted" => Status::Accepted,
+            "scheduled" => Status::Scheduled,
             "harvesting" => Status::Harvesting,
             "dispatching" => Status::Dispatching,
             "complete" => Status::Complete,
@@ -76,6 +80,11 @@ pub struct StoredNotification {
     pub t90_ms: Option<u32>,
     pub t99_ms: Option<u32>,
     pub created_at: DateTime<Utc>,
+    /// When a scheduled notification is to fire; `None` for a send-now.
+    pub send_at: Option<DateTime<Utc>>,
+    /// When a scheduled notification fired (was planned); `None` for a
+    /// send-now and until it fires.
+    pub fired_at: Option<DateTime<Utc>>,
     pub updated_at: DateTime<Utc>,
     pub completed_at: Option<DateTime<Utc>>,
     pub cancelled_at: Option<DateTime<Utc>>,
@@ -87,6 +96,20 @@ pub struct StoredNotification {
     /// stored ones from then on).
     pub details_removed_at: Option<DateTime<Utc>>,
     pub lane: Lane,
+}
+
+impl StoredNotification {
+    /// When it was sent: audience, TTL and timings count from here — the
+    /// firing of a scheduled notification, the creation of a send-now.
+    pub fn sent_at(&self) -> DateTime<Utc> {
+        self.fired_at.unwrap_or(self.created_at)
+    }
+
+    /// Scheduled and never fired (waiting, or cancelled before its time):
+    /// nothing of it was ever planned or published.
+    pub fn never_fired(&self) -> bool {
+        self.send_at.is_some() && self.fired_at.is_none()
+    }
 }
 
 /// What became of one platform's pushes so far (also the status API's
@@ -118,27 +141,62 @@ pub(super) const COLUMNS: &str = "id, payload, status, api_key_id, trace_id, job
                        sent_android, failed_android, invalid_android, unregistered_android, expired_android,
                        dry_run_android, cancelled_android, held_back_ios, held_back_android,
                        registrations_deleted, invalid_decision,
-                       t50_ms, t90_ms, t99_ms, created_at, updated_at, completed_at, cancelled_at,
+                       t50_ms, t90_ms, t99_ms, created_at, send_at, fired_at, updated_at, completed_at, cancelled_at,
                        failure_reason, cleanups_parked, suspect_segments, details_removed_at, lane";
 
-/// Stores a new notification in `accepted`; does nothing when the id exists.
+/// A notification as a send request brings it.
+#[derive(Debug, Clone, Copy)]
+pub struct NewNotification<'a> {
+    pub id: Uuid,
+    pub notification: &'a Notification,
+    pub lane: Lane,
+    /// When to fire it; `None` sends now.
+    pub send_at: Option<DateTime<Utc>>,
+    /// Fingerprint of the sender's key.
+    pub api_key_id: &'a str,
+    /// The send's W3C trace id.
+    pub trace_id: Option<&'a str>,
+    /// The send's W3C trace headers, kept for a scheduled notification so
+    /// its firing joins the send's trace.
+    pub trace_context: Option<&'a [(String, String)]>,
+}
+
+/// Stores a new notification — `scheduled` when it has a `send_at`,
+/// `accepted` otherwise — unless its id exists; true when stored now.
 pub async fn insert_if_absent(
     client: &impl GenericClient,
-    id: Uuid,
-    notification: &Notification,
-    lane: Lane,
-    api_key_id: &str,
-    trace_id: Option<&str>,
+    new: &NewNotification<'_>,
 ) -> Result<bool, StoreError> {
-    let payload = serde_json::to_value(notification).map_err(|err| StoreError::Corrupt(err.to_string()))?;
+    let payload = to_json(new.notification)?;
+    let trace_context = new.trace_context.map(to_json).transpose()?;
+    let status = if new.send_at.is_some() {
+        Status::Scheduled
+    } else {
+        Status::Accepted
+    };
     let inserted = client
         .execute(
-            "INSERT INTO notifications (id, payload, topics, api_key_id, trace_id, lane) VALUES ($1, $2, $3, $4, $5, $6)
+            "INSERT INTO notifications (id, payload, topics, api_key_id, trace_id, lane, send_at, status, trace_context)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
              ON CONFLICT (id) DO NOTHING",
-            &[&id, &payload, &notification.topics, &api_key_id, &trace_id, &lane.as_str()],
+            &[
+                &new.id,
+                &payload,
+                &new.notification.topics,
+                &new.api_key_id,
+                &new.trace_id,
+                &new.lane.as_str(),
+                &new.send_at,
+                &status.as_str(),
+                &trace_context,
+            ],
         )
         .await?;
     Ok(inserted == 1)
+}
+
+pub(super) fn to_json(value: &(impl serde::Serialize + ?Sized)) -> Result<serde_json::Value, StoreError> {
+    serde_json::to_value(value).map_err(|err| StoreError::Corrupt(err.to_string()))
 }
 
 /// Reads and row-locks a notification for the rest of `tx`, so a concurrent
@@ -154,8 +212,10 @@ pub async fn lock(tx: &Transaction<'_>, id: Uuid) -> Result<Option<StoredNotific
 }
 
 /// Records that the notification is planned (its jobs are in the outbox, in
-/// the same transaction): it is harvesting. `trace_context` is the planning
-/// span's W3C headers, for the jobs published later.
+/// the same transaction): it is harvesting. A scheduled one fires now: its
+/// `fired_at`, the time its audience and timings count from, is set.
+/// `trace_context` is the planning span's W3C headers, for the jobs
+/// published later.
 pub async fn mark_planned(
     tx: &Transaction<'_>,
     id: Uuid,
@@ -163,12 +223,12 @@ pub async fn mark_planned(
     audience_estimate: Option<u64>,
     trace_context: &[(String, String)],
 ) -> Result<(), StoreError> {
-    let trace_context =
-        serde_json::to_value(trace_context).map_err(|err| StoreError::Corrupt(err.to_string()))?;
+    let trace_context = to_json(trace_context)?;
     let audience_estimate = audience_estimate.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
     tx.execute(
         "UPDATE notifications
             SET status = 'harvesting', jobs_planned = $2, trace_context = $3, audience_estimate = $4,
+                fired_at = CASE WHEN status = 'scheduled' THEN now() ELSE fired_at END,
                 updated_at = now()
           WHERE id = $1",
         &[&id, &(jobs as i32), &trace_context, &audience_estimate],
@@ -282,6 +342,8 @@ pub(super) fn from_row(row: &Row) -> Result<StoredNotification, StoreError> {
         t90_ms: timing(row, "t90_ms"),
         t99_ms: timing(row, "t99_ms"),
         created_at: row.get("created_at"),
+        send_at: row.get("send_at"),
+        fired_at: row.get("fired_at"),
         updated_at: row.get("updated_at"),
         completed_at: row.get("completed_at"),
         cancelled_at: row.get("cancelled_at"),
@@ -318,15 +380,21 @@ fn timing(row: &Row, name: &str) -> Option<u32> {
 /// What a cancel request found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cancel {
-    /// Marked cancelled now (or it already was).
-    Cancelled,
+    /// Marked cancelled now (or it already was). `never_fired`: it was
+    /// scheduled and cancelled before its time, so nothing of it was ever
+    /// planned or published (and now never will be).
+    Cancelled {
+        never_fired: bool,
+    },
     /// Too late: it is complete.
     AlreadyComplete,
     Unknown,
 }
 
 /// Marks a notification cancelled unless it is complete (in the caller's
-/// transaction, which also records the cancel in the audit log).
+/// transaction, which also records the cancel in the audit log). The row
+/// lock orders it with the firing of a scheduled notification: whichever
+/// commits first, the other sees its outcome.
 pub async fn cancel(tx: &Transaction<'_>, id: Uuid) -> Result<Cancel, StoreError> {
     let row = tx
         .query_opt(
@@ -336,14 +404,16 @@ pub async fn cancel(tx: &Transaction<'_>, id: Uuid) -> Result<Cancel, StoreError
                                         ELSE coalesce(cancelled_at, now()) END,
                     updated_at = now()
               WHERE id = $1
-          RETURNING status",
+          RETURNING status, send_at IS NOT NULL AND fired_at IS NULL",
             &[&id],
         )
         .await?;
-    let outcome = match row.map(|row| row.get::<_, String>(0)) {
+    let outcome = match row {
         None => Cancel::Unknown,
-        Some(status) if status == "complete" => Cancel::AlreadyComplete,
-        Some(_) => Cancel::Cancelled,
+        Some(row) if row.get::<_, &str>(0) == "complete" => Cancel::AlreadyComplete,
+        Some(row) => Cancel::Cancelled {
+            never_fired: row.get(1),
+        },
     };
     Ok(outcome)
 }

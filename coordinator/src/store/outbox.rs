@@ -18,6 +18,8 @@ pub struct WaitingJob {
     pub job_index: u32,
     pub jobs_planned: u32,
     pub shards: ShardRange,
+    /// The notification's send time (its firing, if it was scheduled): its
+    /// TTL and accept times count from here.
     pub sent_at: DateTime<Utc>,
     pub notification: Notification,
     /// W3C trace headers of the notification's planning span.
@@ -58,7 +60,7 @@ pub async fn try_lock_scheduling(tx: &Transaction<'_>) -> Result<bool, StoreErro
 pub async fn in_flight(client: &impl GenericClient) -> Result<Vec<InFlight>, StoreError> {
     let rows = client
         .query(
-            "SELECT n.id, n.lane, n.created_at, n.jobs_planned, n.jobs_done + n.jobs_failed AS jobs_reported,
+            "SELECT n.id, n.lane, coalesce(n.fired_at, n.created_at) AS sent_at, n.jobs_planned, n.jobs_done + n.jobs_failed AS jobs_reported,
                     n.audience_estimate, n.audience_ios, n.audience_android,
                     n.sent_ios + n.failed_ios + n.invalid_ios + n.unregistered_ios + n.expired_ios
                       + n.dry_run_ios + n.cancelled_ios + n.held_back_ios AS reported_ios,
@@ -84,7 +86,7 @@ pub async fn in_flight(client: &impl GenericClient) -> Result<Vec<InFlight>, Sto
                 id: row.get("id"),
                 lane: Lane::parse(&lane)
                     .ok_or_else(|| StoreError::Corrupt(format!("unknown lane {lane:?}")))?,
-                created_at: row.get("created_at"),
+                sent_at: row.get("sent_at"),
                 jobs_planned: row.get::<_, i32>("jobs_planned").max(0) as u32,
                 jobs_released: small("released"),
                 jobs_waiting: small("waiting"),
@@ -117,7 +119,7 @@ pub async fn claim_waiting(
     let rows = tx
         .query(
             "SELECT o.notification_id, o.job_index, o.shard_start, o.shard_end,
-                    n.jobs_planned, n.created_at, n.payload, n.trace_context
+                    n.jobs_planned, coalesce(n.fired_at, n.created_at) AS sent_at, n.payload, n.trace_context
                FROM job_outbox o
                JOIN notifications n ON n.id = o.notification_id
               WHERE o.notification_id = $1
@@ -150,7 +152,7 @@ fn waiting_job(row: &Row) -> Result<WaitingJob, StoreError> {
         job_index: row.get::<_, i32>("job_index").max(0) as u32,
         jobs_planned: row.get::<_, i32>("jobs_planned").max(0) as u32,
         shards,
-        sent_at: row.get("created_at"),
+        sent_at: row.get("sent_at"),
         notification,
         trace_context,
     })

@@ -15,6 +15,9 @@ pub struct TestCoordinator {
     pub http: Client,
     pub db: TestDatabase,
     coordinator: Option<Coordinator>,
+    /// The command line it was started with (a replica or a restart uses
+    /// the same database and broker namespace).
+    args: Vec<String>,
     _namespace: TestNamespace,
 }
 
@@ -46,17 +49,36 @@ impl TestCoordinator {
             format!("--amqp-namespace={}", broker.namespace),
         ];
         args.extend(extra);
-        let settings = Settings::try_parse_from(args).expect("valid test settings");
-        let coordinator = clarion_coordinator::start(settings)
-            .await
-            .expect("coordinator starts");
+        let coordinator = start_coordinator(&args).await;
         Self {
             base: format!("http://{}", coordinator.addr()),
             http: Client::new(),
             db,
             coordinator: Some(coordinator),
+            args,
             _namespace: namespace,
         }
+    }
+
+    /// Another coordinator on the same database and broker namespace, as a
+    /// second replica of a deployment runs.
+    pub async fn replica(&self) -> Coordinator {
+        start_coordinator(&self.args).await
+    }
+
+    /// Stops the coordinator, keeping its database; `restart` starts it again.
+    pub async fn stop_coordinator(&mut self) {
+        if let Some(coordinator) = self.coordinator.take() {
+            coordinator.stop().await;
+        }
+    }
+
+    /// Starts the coordinator again (on a new port) after `stop_coordinator`.
+    pub async fn restart(&mut self) {
+        self.stop_coordinator().await;
+        let coordinator = start_coordinator(&self.args).await;
+        self.base = format!("http://{}", coordinator.addr());
+        self.coordinator = Some(coordinator);
     }
 
     pub fn request(&self, method: Method, path: &str, key: Option<&str>) -> RequestBuilder {
@@ -109,6 +131,13 @@ impl TestCoordinator {
             coordinator.stop().await;
         }
     }
+}
+
+async fn start_coordinator(args: &[String]) -> Coordinator {
+    let settings = Settings::try_parse_from(args).expect("valid test settings");
+    clarion_coordinator::start(settings)
+        .await
+        .expect("coordinator starts")
 }
 
 /// A valid APNs token derived from `n`.

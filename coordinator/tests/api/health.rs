@@ -77,6 +77,7 @@ async fn the_openapi_document_lists_every_endpoint() {
         ("/api/v1/notifications", "post"),
         ("/api/v1/notifications", "get"),
         ("/api/v1/notifications/{id}", "get"),
+        ("/api/v1/notifications/{id}", "put"),
         ("/api/v1/notifications/{id}/curve", "get"),
         ("/api/v1/notifications/{id}/cancel", "post"),
         ("/api/v1/notifications/{id}/held", "get"),
@@ -147,6 +148,20 @@ async fn the_openapi_document_states_the_limits_in_force() {
         assert!(
             send_responses[status].is_object(),
             "POST /api/v1/notifications lists {status}"
+        );
+    }
+    assert_eq!(send["send_at"]["format"], "date-time");
+    // A replacement is a send request that must have a `send_at`.
+    let replace = &doc["paths"]["/api/v1/notifications/{id}"]["put"];
+    let body = &replace["requestBody"]["content"]["application/json"]["schema"];
+    assert_eq!(body["allOf"][0]["$ref"], "#/components/schemas/SendRequest");
+    assert_eq!(body["allOf"][1]["required"], serde_json::json!(["send_at"]));
+    for status in [
+        "200", "400", "401", "403", "404", "409", "413", "415", "422", "503",
+    ] {
+        assert!(
+            replace["responses"][status].is_object(),
+            "PUT /api/v1/notifications/{{id}} lists {status}"
         );
     }
     app.stop().await;

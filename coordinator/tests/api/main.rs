@@ -13,5 +13,6 @@ mod methods;
 mod migrations;
 mod posture;
 mod registrations;
+mod scheduled;
 mod topics;
 mod validation;
