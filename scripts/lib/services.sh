@@ -53,6 +53,16 @@ ensure_toolchain() {
   fi
 }
 
+# Headless Chromium and its WebDriver for the console's browser tests
+# (load-tests/tests/console/): Debian's chromium and chromium-driver.
+ensure_browser() {
+  if command -v chromedriver >/dev/null 2>&1 &&
+    { command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; }; then
+    return
+  fi
+  apt_install chromium chromium-driver
+}
+
 ensure_packages() {
   local missing=()
   command -v pg_ctlcluster >/dev/null 2>&1 || [ -x /usr/bin/pg_ctlcluster ] || missing+=(postgresql)

@@ -144,12 +144,20 @@ function drawGuides(u) {
   ctx.moveTo(u.bbox.left, y);
   ctx.lineTo(u.bbox.left + u.bbox.width, y);
   ctx.stroke();
+  ctx.fillStyle = '#c62828';
+  ctx.font = `${Math.round(12 * devicePixelRatio)}px system-ui, sans-serif`;
+  ctx.textAlign = 'right';
+  ctx.fillText('90%', u.bbox.left + u.bbox.width - 4, y - 4);
   if (u.scales.x.max >= TWO_MINUTES) {
     const x = u.valToPos(TWO_MINUTES, 'x', true);
     ctx.beginPath();
     ctx.moveTo(x, u.bbox.top);
     ctx.lineTo(x, u.bbox.top + u.bbox.height);
     ctx.stroke();
+    ctx.fillText('2 min', x - 4, u.bbox.top + u.bbox.height - 6);
+  } else {
+    // The two-minute line is off to the right: say so where it would be.
+    ctx.fillText('2 min →', u.bbox.left + u.bbox.width - 4, u.bbox.top + u.bbox.height - 6);
   }
   ctx.restore();
 }

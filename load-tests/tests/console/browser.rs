@@ -41,7 +41,13 @@ impl Browser {
                      chromium and chromium-driver; ./scripts/test installs them"
                 )
             });
-        let chromium = std::env::var("CLARION_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+        let chromium = std::env::var("CLARION_CHROMIUM").unwrap_or_else(|_| {
+            ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+                .into_iter()
+                .find(|path| std::path::Path::new(path).exists())
+                .unwrap_or("chromium")
+                .to_owned()
+        });
         let mut capabilities = serde_json::Map::new();
         capabilities.insert(
             "goog:chromeOptions".into(),

@@ -2,7 +2,7 @@
 //! real PostgreSQL and RabbitMQ, the mock APNs / FCM): sign in, compose to
 //! two topics and see the audience, dry run, send and watch the page reach
 //! `complete` with the curve drawn, schedule one that fires and one that is
-//! cancelled, find them in history, an XSS title shown as text, signed-out
+//! edited then cancelled, find them in history, an XSS title shown as text, signed-out
 //! access refused, and a phone-width window without sideways scrolling.
 //!
 //! `CLARION_CONSOLE_SCREENSHOTS=docs` also saves the README's screenshots.
@@ -162,7 +162,6 @@ async fn an_editor_composes_previews_dry_runs_sends_and_watches_it_complete() {
 
     // A dry run goes through the whole pipeline and reaches no phone.
     browser.click("#dry-run").await;
-    browser.screenshot("compose").await;
     browser.click("#send-button").await;
     let dry = progress_id(&browser).await;
     cluster
@@ -177,6 +176,14 @@ async fn an_editor_composes_previews_dry_runs_sends_and_watches_it_complete() {
             .await
             .unwrap_or(false)
     );
+    // The XSS title is text: no image element was made of it.
+    browser.until_text("#n-title", XSS_TITLE).await;
+    assert_eq!(
+        browser
+            .eval("return document.querySelectorAll('main img').length;")
+            .await,
+        0
+    );
     let status = cluster.status(&dry).await;
     assert_eq!(status["dry_run"], true);
     let pushed: u64 = clarion_proto::Platform::ALL
@@ -189,7 +196,7 @@ async fn an_editor_composes_previews_dry_runs_sends_and_watches_it_complete() {
     browser.goto(&format!("{}/console/#/compose", cluster.base)).await;
     compose(
         &browser,
-        XSS_TITLE,
+        "Election night: polls close",
         "Polls close at 10pm. Follow the results live.",
     )
     .await;
@@ -212,14 +219,7 @@ async fn an_editor_composes_previews_dry_runs_sends_and_watches_it_complete() {
             .await,
         "200"
     );
-    // The XSS title is text: no image element was made of it.
-    assert_eq!(browser.text("#n-title").await, XSS_TITLE);
-    assert_eq!(
-        browser
-            .eval("return document.querySelectorAll('main img').length;")
-            .await,
-        0
-    );
+    assert_eq!(browser.text("#n-title").await, "Election night: polls close");
     let status = cluster.status(&sent).await;
     assert_eq!(status["audience"]["total"], 400);
     assert_eq!(
@@ -262,6 +262,7 @@ async fn scheduled_alerts_fire_or_are_cancelled_and_history_finds_them() {
         .set_value("#send-at", in_five.as_str().expect("a time"))
         .await;
     browser.until_text("#send-button", "Schedule").await;
+    browser.screenshot("compose").await;
     browser.click("#send-button").await;
     let fired = progress_id(&browser).await;
     browser.until_text("#status", "scheduled").await;
@@ -286,6 +287,28 @@ async fn scheduled_alerts_fire_or_are_cancelled_and_history_finds_them() {
     browser.until_text("#status", "scheduled").await;
     browser.click("#nav-history").await;
     let row = format!("#history-table tr[data-id='{cancelled}']");
+    browser.shown(&format!("{row} .send-at")).await;
+
+    // Edited from history while it waits: the same notification, new text.
+    browser.click(&format!("{row} .edit-link")).await;
+    browser
+        .until_text("#compose-heading", "Edit a scheduled notification")
+        .await;
+    browser
+        .until(
+            "the stored title loaded",
+            "return document.querySelector('#title').value === 'Weekend weather';",
+        )
+        .await;
+    browser.type_into("#title", "Weekend weather warning").await;
+    browser.click("#send-button").await;
+    browser.until_text("#n-title", "Weekend weather warning").await;
+    assert_eq!(progress_id(&browser).await, cancelled, "replaced in place");
+    browser.until_text("#status", "scheduled").await;
+    let status = cluster.status(&cancelled).await;
+    assert_eq!(status["message"]["title"], "Weekend weather warning");
+
+    browser.click("#nav-history").await;
     browser.shown(&format!("{row} .send-at")).await;
     browser.screenshot("history").await;
     browser.click(&format!("{row} .cancel-button")).await;
