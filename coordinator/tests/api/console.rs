@@ -21,6 +21,28 @@ fn session_cookie(response: &Response) -> (String, String) {
     (pair, header)
 }
 
+/// A request carrying the session cookie (and no key).
+fn with_cookie(app: &TestCoordinator, method: Method, path: &str, cookie: &str) -> reqwest::RequestBuilder {
+    app.request(method, path, None).header("cookie", cookie)
+}
+
+/// `GET path` with the newsroom key: 200 and its JSON.
+async fn read(app: &TestCoordinator, path: &str) -> Value {
+    let response = app.get(path, SEND_KEY).await;
+    assert_eq!(response.status(), StatusCode::OK, "{path}");
+    response.json().await.expect("json")
+}
+
+/// `GET path` with the newsroom key: 422.
+async fn refused(app: &TestCoordinator, path: &str) {
+    expect_problem(
+        app.get(path, SEND_KEY).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid-request",
+    )
+    .await;
+}
+
 async fn sign_in(app: &TestCoordinator, key: &str) -> Response {
     app.request(Method::POST, "/console/session", None)
         .json(&json!({"api_key": key}))
@@ -120,26 +142,20 @@ async fn a_key_is_exchanged_for_a_session_cookie_that_acts_as_the_key() {
     assert!(session["trace_url_template"].is_null());
 
     // Reads need the cookie only.
-    let listed = app
-        .request(Method::GET, "/api/v1/notifications", None)
-        .header("cookie", &cookie)
+    let listed = with_cookie(&app, Method::GET, "/api/v1/notifications", &cookie)
         .send()
         .await
         .expect("sent");
     assert_eq!(listed.status(), StatusCode::OK);
     let body = json!({"topics": ["breaking/uk"], "body": "From the console"});
     // A change without the CSRF token is refused, and sends nothing.
-    let forged = app
-        .request(Method::POST, "/api/v1/notifications", None)
-        .header("cookie", &cookie)
+    let forged = with_cookie(&app, Method::POST, "/api/v1/notifications", &cookie)
         .json(&body)
         .send()
         .await
         .expect("sent");
     expect_problem(forged, StatusCode::FORBIDDEN, "csrf-rejected").await;
-    let wrong = app
-        .request(Method::POST, "/api/v1/notifications", None)
-        .header("cookie", &cookie)
+    let wrong = with_cookie(&app, Method::POST, "/api/v1/notifications", &cookie)
         .header("x-csrf-token", "0".repeat(64))
         .json(&body)
         .send()
@@ -153,9 +169,7 @@ async fn a_key_is_exchanged_for_a_session_cookie_that_acts_as_the_key() {
         .expect("count")
         .get(0);
     assert_eq!(stored, 0);
-    let sent = app
-        .request(Method::POST, "/api/v1/notifications", None)
-        .header("cookie", &cookie)
+    let sent = with_cookie(&app, Method::POST, "/api/v1/notifications", &cookie)
         .header("x-csrf-token", &csrf)
         .json(&body)
         .send()
@@ -180,24 +194,18 @@ async fn a_key_is_exchanged_for_a_session_cookie_that_acts_as_the_key() {
     assert!(!stored.contains(token) && !stored.contains(SEND_KEY));
 
     // Sign-out ends the session: the cookie no longer works.
-    let current = app
-        .request(Method::GET, "/console/session", None)
-        .header("cookie", &cookie)
+    let current = with_cookie(&app, Method::GET, "/console/session", &cookie)
         .send()
         .await
         .expect("sent");
     assert_eq!(current.status(), StatusCode::OK);
-    let out = app
-        .request(Method::DELETE, "/console/session", None)
-        .header("cookie", &cookie)
+    let out = with_cookie(&app, Method::DELETE, "/console/session", &cookie)
         .header("x-csrf-token", &csrf)
         .send()
         .await
         .expect("sent");
     assert_eq!(out.status(), StatusCode::NO_CONTENT);
-    let after = app
-        .request(Method::GET, "/api/v1/notifications", None)
-        .header("cookie", &cookie)
+    let after = with_cookie(&app, Method::GET, "/api/v1/notifications", &cookie)
         .send()
         .await
         .expect("sent");
@@ -246,9 +254,7 @@ async fn a_session_ends_when_it_expires_and_the_cookie_is_secure_behind_tls() {
     )
     .await
     .expect("expire");
-    let after = app
-        .request(Method::GET, "/api/v1/notifications", None)
-        .header("cookie", &cookie)
+    let after = with_cookie(&app, Method::GET, "/api/v1/notifications", &cookie)
         .send()
         .await
         .expect("sent");
@@ -282,26 +288,11 @@ async fn topics_are_suggested_by_name_and_audiences_counted_once_per_device() {
     app.put_registration(&ios_token(99), registration("ios", &["sport"]))
         .await;
 
-    let found: Value = app
-        .get("/api/v1/topics?q=BREAK", SEND_KEY)
-        .await
-        .json()
-        .await
-        .expect("json");
+    let found: Value = read(&app, "/api/v1/topics?q=BREAK").await;
     assert_eq!(found["topics"], json!(["breaking/uk", "breaking/us"]));
-    let all: Value = app
-        .get("/api/v1/topics?limit=2", SEND_KEY)
-        .await
-        .json()
-        .await
-        .expect("json");
+    let all: Value = read(&app, "/api/v1/topics?limit=2").await;
     assert_eq!(all["topics"].as_array().map(Vec::len), Some(2));
-    expect_problem(
-        app.get("/api/v1/topics?limit=0", SEND_KEY).await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "invalid-request",
-    )
-    .await;
+    refused(&app, "/api/v1/topics?limit=0").await;
     expect_problem(
         app.get("/api/v1/topics", REGISTER_KEY).await,
         StatusCode::FORBIDDEN,
@@ -309,36 +300,16 @@ async fn topics_are_suggested_by_name_and_audiences_counted_once_per_device() {
     )
     .await;
 
-    let audience: Value = app
-        .get("/api/v1/audience?topics=breaking/uk,breaking/us", SEND_KEY)
-        .await
-        .json()
-        .await
-        .expect("json");
+    let audience: Value = read(&app, "/api/v1/audience?topics=breaking/uk,breaking/us").await;
     assert_eq!(audience["subscriptions"], 60);
     assert_eq!(audience["devices"], 50);
     assert_eq!(audience["exact"], true);
     assert_eq!(audience["topics"][0]["topic"], "breaking/uk");
     assert_eq!(audience["topics"][0]["subscribers"], 30);
     assert_eq!(audience["topics"][1]["ios"], 15);
-    let one: Value = app
-        .get("/api/v1/audience?topics=sport", SEND_KEY)
-        .await
-        .json()
-        .await
-        .expect("json");
+    let one: Value = read(&app, "/api/v1/audience?topics=sport").await;
     assert_eq!(one["devices"], 1);
-    expect_problem(
-        app.get("/api/v1/audience?topics=", SEND_KEY).await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "invalid-request",
-    )
-    .await;
-    expect_problem(
-        app.get("/api/v1/audience?topics=a%20b", SEND_KEY).await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "invalid-request",
-    )
-    .await;
+    refused(&app, "/api/v1/audience?topics=").await;
+    refused(&app, "/api/v1/audience?topics=a%20b").await;
     app.stop().await;
 }
