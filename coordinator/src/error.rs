@@ -20,6 +20,9 @@ pub enum ApiError {
     /// The key's `lanes` leave this lane out.
     #[error("this API key may not send in the {lane}; it may send in: {allowed}")]
     LaneNotAllowed { lane: String, allowed: String },
+    /// The key's `topics` leave this topic out.
+    #[error("this API key may not send to topic `{topic}`; its `topics` rule allows: {allowed}")]
+    TopicNotAllowed { topic: String, allowed: String },
     /// A console request that changes something without its session's
     /// `X-CSRF-Token`.
     #[error("this request changes something and lacks the console session's X-CSRF-Token header")]
@@ -58,7 +61,9 @@ impl ApiError {
     pub fn kind(&self) -> &'static str {
         match self {
             ApiError::Unauthenticated(_) => "unauthenticated",
-            ApiError::Forbidden(_) | ApiError::LaneNotAllowed { .. } => "forbidden",
+            ApiError::Forbidden(_) | ApiError::LaneNotAllowed { .. } | ApiError::TopicNotAllowed { .. } => {
+                "forbidden"
+            }
             ApiError::CsrfRejected => "csrf-rejected",
             ApiError::NotFound(_) => "not-found",
             ApiError::Invalid(_) => "invalid-request",
@@ -76,7 +81,9 @@ impl ApiError {
     fn title(&self) -> &'static str {
         match self {
             ApiError::Unauthenticated(_) => "Authentication required",
-            ApiError::Forbidden(_) | ApiError::LaneNotAllowed { .. } => "Not allowed for this key",
+            ApiError::Forbidden(_) | ApiError::LaneNotAllowed { .. } | ApiError::TopicNotAllowed { .. } => {
+                "Not allowed for this key"
+            }
             ApiError::CsrfRejected => "Cross-site request refused",
             ApiError::NotFound(_) => "Not found",
             ApiError::Invalid(_) => "Invalid request",
@@ -125,9 +132,10 @@ impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
             ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) | ApiError::LaneNotAllowed { .. } | ApiError::CsrfRejected => {
-                StatusCode::FORBIDDEN
-            }
+            ApiError::Forbidden(_)
+            | ApiError::LaneNotAllowed { .. }
+            | ApiError::TopicNotAllowed { .. }
+            | ApiError::CsrfRejected => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Malformed(_) => StatusCode::BAD_REQUEST,

@@ -409,7 +409,7 @@ pub(super) fn self_link(id: Uuid) -> Links {
         (status = 200, description = "This id was sent before with the same content; nothing was sent again", body = SendAccepted),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The key lacks the `send` scope, or its `lanes` leave out the lane asked for", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The key lacks the `send` scope, or its `lanes` leave out the lane asked for, or its `topics` one of the topics", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "This id was sent before with other content", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body larger than 64 KiB", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
@@ -435,6 +435,7 @@ pub async fn send_notification(
     let notification = notification
         .validated()
         .map_err(|err| ApiError::Invalid(err.to_string()))?;
+    caller.check_topics(&notification.topics)?;
     // A retry of an id already stored sends nothing (a replay, or a
     // conflict): it does not count against the key's allowance, so a
     // client that lost its 202 can always ask again — even once its

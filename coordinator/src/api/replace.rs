@@ -28,7 +28,7 @@ use crate::store::scheduled;
         (status = 200, description = "Replaced; still scheduled, now for the new `send_at`", body = NotificationStatus),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The key lacks the `send` scope, or its `lanes` leave out the lane asked for", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The key lacks the `send` scope, or its `lanes` leave out the lane asked for, or its `topics` one of the topics", body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Not scheduled any more: it fired, or was cancelled", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body larger than 64 KiB", body = Problem, content_type = "application/problem+json"),
@@ -61,6 +61,7 @@ pub async fn replace_notification(
     let notification = notification
         .validated()
         .map_err(|err| ApiError::Invalid(err.to_string()))?;
+    caller.check_topics(&notification.topics)?;
     let send_at = send_at.ok_or_else(|| {
         ApiError::Invalid(
             "`send_at` is required: a replacement stays scheduled (to send now, cancel this one and send anew)"

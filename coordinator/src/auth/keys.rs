@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::rate::SendLimit;
+use super::topics::TopicRules;
 use super::{Caller, LaneSet, Scope};
 use crate::lanes::Lane;
 
@@ -32,6 +33,8 @@ pub(super) struct KeyEntry {
     send_limit: Option<Arc<SendLimit>>,
     /// The lanes it may send in.
     lanes: LaneSet,
+    /// The topics it may send to.
+    topics: TopicRules,
 }
 
 /// The configured keys. `Debug` shows names and fingerprints only.
@@ -61,8 +64,8 @@ struct KeysFile {
 }
 
 /// One `[keys.<name>]` table: the key (`key`) or its SHA-256 digest in hex
-/// (`sha256`), its scopes, an optional send rate and the lanes it may
-/// send in (all when left out).
+/// (`sha256`), its scopes, an optional send rate, the lanes it may send
+/// in and the topics it may send to (all when left out).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileKey {
@@ -71,6 +74,7 @@ struct FileKey {
     scopes: Vec<String>,
     sends_per_minute: Option<u32>,
     lanes: Option<Vec<String>>,
+    topics: Option<Vec<String>>,
 }
 
 impl KeySet {
@@ -93,6 +97,7 @@ impl KeySet {
                     scopes: parse_scopes(scopes.split('+'))?,
                     send_limit: None,
                     lanes: LaneSet::ALL,
+                    topics: TopicRules::ALL,
                 },
             )?;
         }
@@ -142,14 +147,23 @@ impl KeySet {
                     })?),
                 }),
             };
-            let lanes = match &key.lanes {
-                None => LaneSet::ALL,
-                Some(_) if scopes & (Scope::Send.bit() | Scope::Admin.bit()) == 0 => {
+            let can_send = scopes & (Scope::Send.bit() | Scope::Admin.bit()) != 0;
+            for (limit, given) in [("lanes", key.lanes.is_some()), ("topics", key.topics.is_some())] {
+                if given && !can_send {
                     return Err(format!(
-                        "key {name:?} has `lanes` but cannot send (give it the `send` scope or drop `lanes`)"
+                        "key {name:?} has `{limit}` but cannot send (give it the `send` scope or drop `{limit}`)"
                     ));
                 }
+            }
+            let lanes = match &key.lanes {
+                None => LaneSet::ALL,
                 Some(names) => parse_lanes(names).map_err(|err| format!("key {name:?}: {err}"))?,
+            };
+            let topics = match &key.topics {
+                None => TopicRules::ALL,
+                Some(patterns) => {
+                    TopicRules::parse(patterns).map_err(|err| format!("key {name:?}: {err}"))?
+                }
             };
             push(
                 &mut entries,
@@ -160,6 +174,7 @@ impl KeySet {
                     scopes,
                     send_limit,
                     lanes,
+                    topics,
                 },
             )?;
         }
@@ -178,6 +193,7 @@ impl KeySet {
                 scopes: Scope::Admin.bit(),
                 send_limit: None,
                 lanes: LaneSet::ALL,
+                topics: TopicRules::ALL,
             }]),
         }
     }
@@ -222,6 +238,7 @@ impl KeySet {
             scopes: entry.scopes,
             send_limit: entry.send_limit.clone(),
             lanes: entry.lanes,
+            topics: entry.topics.clone(),
         })
     }
 }
@@ -396,6 +413,43 @@ mod tests {
         );
         assert!(register_only.unwrap_err().contains("cannot send"));
         assert!(bad(r#"["breaking"]"#).contains("not one of urgent, standard, bulk"));
+    }
+
+    #[test]
+    fn keys_may_be_limited_to_topics() {
+        let keys = KeySet::from_toml(
+            "[keys.sport]\nkey = \"s\"\nscopes = [\"send\"]\ntopics = [\"sport/*\"]\n\
+             [keys.desk]\nkey = \"d\"\nscopes = [\"send\"]\n",
+            None,
+        )
+        .unwrap();
+        let topics = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let sport = keys.identify("s").unwrap();
+        assert!(sport.check_topics(&topics(&["sport/football"])).is_ok());
+        let refused = sport
+            .check_topics(&topics(&["breaking/uk"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("`breaking/uk`") && refused.contains("allows: sport/*"),
+            "{refused}"
+        );
+        let desk = keys.identify("d").unwrap();
+        assert!(desk.check_topics(&topics(&["breaking/uk"])).is_ok());
+        let register_only = KeySet::from_toml(
+            "[keys.app]\nkey = \"a\"\nscopes = [\"register\"]\ntopics = [\"sport/*\"]\n",
+            None,
+        );
+        assert!(
+            register_only
+                .unwrap_err()
+                .contains("has `topics` but cannot send")
+        );
+        let malformed = KeySet::from_toml(
+            "[keys.x]\nkey = \"x\"\nscopes = [\"send\"]\ntopics = [\"sport*\"]\n",
+            None,
+        );
+        assert!(malformed.unwrap_err().contains("key \"x\": topic pattern"));
     }
 
     #[test]

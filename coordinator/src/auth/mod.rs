@@ -15,6 +15,7 @@
 pub mod file;
 pub mod keys;
 pub mod rate;
+pub mod topics;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +28,7 @@ use crate::error::ApiError;
 use crate::lanes::Lane;
 pub use keys::KeySet;
 use rate::SendLimit;
+use topics::TopicRules;
 
 /// The well-known development key, accepted only with `--dev`.
 pub const DEV_API_KEY: &str = "dev-admin-key";
@@ -117,6 +119,7 @@ pub struct Caller {
     scopes: u8,
     send_limit: Option<Arc<SendLimit>>,
     lanes: LaneSet,
+    topics: TopicRules,
 }
 
 /// The lanes a key may send in.
@@ -189,6 +192,18 @@ impl Caller {
                 lane: format!("`{lane}` lane{default}"),
                 allowed: self.lanes.names(),
             })
+        }
+    }
+
+    /// Ok when the key may send to every one of `topics` (keys file
+    /// `topics`), 403 naming the first it may not and the rule otherwise.
+    pub fn check_topics(&self, topics: &[String]) -> Result<(), ApiError> {
+        match self.topics.first_refused(topics) {
+            None => Ok(()),
+            Some(topic) => Err(ApiError::TopicNotAllowed {
+                topic: topic.to_owned(),
+                allowed: self.topics.describe().to_owned(),
+            }),
         }
     }
 

@@ -74,6 +74,8 @@ async fn the_openapi_document_lists_every_endpoint() {
         ("/api/v1/registrations/{token}/topics/{topic}", "put"),
         ("/api/v1/registrations/{token}/topics/{topic}", "delete"),
         ("/api/v1/topics/{topic}", "get"),
+        ("/api/v1/topics", "get"),
+        ("/api/v1/audience", "get"),
         ("/api/v1/notifications", "post"),
         ("/api/v1/notifications", "get"),
         ("/api/v1/notifications/{id}", "get"),

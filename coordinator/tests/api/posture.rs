@@ -276,6 +276,42 @@ async fn a_key_limited_to_lanes_gets_403_for_the_others() {
     app.stop().await;
 }
 
+#[actix_web::test]
+async fn a_key_limited_to_topics_gets_403_naming_the_rule() {
+    let file = KeysFile::new(
+        "[keys.sport]\nkey = \"sport-s3cret\"\nscopes = [\"send\"]\ntopics = [\"sport/*\", \"weather/london\"]\n",
+    );
+    let app = TestCoordinator::start_keyed(vec![file.arg()]).await;
+    let send = |topics: &[&str]| {
+        app.request(Method::POST, "/api/v1/notifications", Some("sport-s3cret"))
+            .json(&json!({"topics": topics, "body": "Full time"}))
+            .send()
+    };
+    let allowed = send(&["sport/football", "weather/london"]).await.expect("sent");
+    assert_eq!(allowed.status(), StatusCode::ACCEPTED);
+    for topics in [
+        &["breaking/uk"][..],
+        &["sport/football", "breaking/uk"],
+        &["sport"],
+    ] {
+        let refused = send(topics).await.expect("sent");
+        let problem = expect_problem(refused, StatusCode::FORBIDDEN, "forbidden").await;
+        let detail = problem["detail"].as_str().unwrap_or_default();
+        let first_refused = topics
+            .iter()
+            .find(|t| !t.starts_with("sport/"))
+            .expect("one refused");
+        assert!(detail.contains(&format!("topic `{first_refused}`")), "{detail}");
+        assert!(detail.contains("allows: sport/*, weather/london"), "{detail}");
+    }
+    // A malformed topic is still a 422, not a 403.
+    let malformed = send(&["sport/foot ball"]).await.expect("sent");
+    expect_problem(malformed, StatusCode::UNPROCESSABLE_ENTITY, "invalid-request").await;
+    let sent = stored_notifications(&app).await;
+    assert_eq!(sent, 1, "refused sends store nothing");
+    app.stop().await;
+}
+
 /// A Secret volume as the kubelet lays it out: `keys.toml -> ..data/keys.toml`,
 /// `..data -> ..<timestamp>`; an update writes a new timestamped directory
 /// and swaps the `..data` link in one rename.
