@@ -437,3 +437,28 @@ async fn two_replicas_fire_each_scheduled_notification_once() {
     replica.stop().await;
     app.stop().await;
 }
+
+#[actix_web::test]
+async fn the_watchdog_never_takes_a_scheduled_notification_for_a_stalled_one() {
+    let app = TestCoordinator::start_with(&["--stall-secs=1"]).await;
+    let waiting = schedule(&app, Utc::now() + chrono::Duration::hours(1)).await;
+    let sent: Value = app.send(SEND_KEY, &["sport"]).await.json().await.expect("json");
+    let stalled: Uuid = sent["id"].as_str().and_then(|id| id.parse().ok()).expect("an id");
+    // Both idle for an hour; the send-now's jobs went out and never reported.
+    let sql = app.sql().await;
+    sql.batch_execute(
+        "UPDATE job_outbox SET published_at = now();
+         UPDATE notifications SET updated_at = now() - interval '1 hour';",
+    )
+    .await
+    .expect("idle");
+    let deadline = tokio::time::Instant::now() + FIRE_PATIENCE;
+    while status(&app, stalled).await["status"] != "failed" {
+        assert!(tokio::time::Instant::now() < deadline, "the watchdog never ran");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let after = status(&app, waiting).await;
+    assert_eq!(after["status"], "scheduled", "{after}");
+    assert!(after["failure_reason"].is_null(), "{after}");
+    app.stop().await;
+}
