@@ -22,6 +22,8 @@ const XSS_TITLE: &str = "<img src=x onerror=alert(1)>";
 /// breaking/us, the first `both` of them following both.
 async fn cluster_with_audience(uk: u64, us: u64, both: u64) -> Cluster {
     let cluster = Cluster::start(ClusterOptions {
+        // A send to more than 100 devices asks the editor to confirm.
+        coordinator: vec!["--console-confirm-above=100".into()],
         harvesters: 1,
         dispatchers: true,
         ..ClusterOptions::default()
@@ -103,8 +105,10 @@ async fn signed_out_visitors_see_only_the_sign_in_form_and_the_api_refuses_them(
     browser.click("#signin-button").await;
     browser.until_text("#signin-error", "unknown API key").await;
 
-    browser.type_into("#api-key", DESK_KEY).await;
-    browser.click("#signin-button").await;
+    // Signing in from the keyboard: the key, then Enter.
+    browser
+        .type_into("#api-key", &format!("{DESK_KEY}\u{E007}"))
+        .await;
     browser.shown("#history-table").await;
     browser
         .until(
@@ -200,7 +204,19 @@ async fn an_editor_composes_previews_dry_runs_sends_and_watches_it_complete() {
         "Polls close at 10pm. Follow the results live.",
     )
     .await;
+    // 400 devices, above the threshold of 100: the editor types the size.
     browser.click("#send-button").await;
+    browser.shown("#confirm-input").await;
+    browser.type_into("#confirm-input", "40").await;
+    assert_eq!(
+        browser
+            .eval("return document.querySelector('#confirm-ok').disabled;")
+            .await,
+        true,
+        "a wrong count does not confirm"
+    );
+    browser.type_into("#confirm-input", "400").await;
+    browser.click("#confirm-ok").await;
     let sent = progress_id(&browser).await;
     browser.until_text("#status", "complete").await;
     let points = browser
