@@ -145,14 +145,19 @@ async fn a_scheduled_send_reaches_every_device_once_when_it_fires_and_is_timed_f
     let (created_at, fired_at) = (time("created_at"), time("fired_at"));
     assert!(fired_at >= time("send_at"), "{status}");
     each_device_pushed_once(mocks, &devices);
-    // Timed from the firing: counted from the request, t90 would be at
-    // least the 3 s the notification waited.
+    // Timed from the firing: t90 lies within the firing → completion window
+    // (accepts happen after the firing and before completion; one accept
+    // bucket of slack). Counted from the request it would also hold the
+    // seconds the notification waited, which exceed what is left of the
+    // send after its 90% mark: the window bounds t90 without a race against
+    // how fast a busy machine delivers.
     let t90 = status["timings"]["t90_ms"].as_i64().expect("t90 reached");
     let waited = (fired_at - created_at).num_milliseconds();
     assert!(waited >= 2_500, "it waited for its time: {status}");
+    let window = (time("completed_at") - fired_at).num_milliseconds();
     assert!(
-        t90 < waited,
-        "t90 {t90} ms counts from the firing, not the request {waited} ms earlier"
+        t90 <= window + 50,
+        "t90 {t90} ms counts from the firing: the firing-to-completion window is {window} ms (the wait was {waited} ms)"
     );
     assert_eq!(status["ninety_in_two"], true);
     cluster.stop().await;
