@@ -25,7 +25,9 @@ pub enum ApiError {
     TopicNotAllowed { topic: String, allowed: String },
     /// A console request that changes something without its session's
     /// `X-CSRF-Token`.
-    #[error("this request changes something and lacks the console session's X-CSRF-Token header")]
+    #[error(
+        "this request changes something and its X-CSRF-Token header is missing or does not match the console session's"
+    )]
     CsrfRejected,
     #[error("{0}")]
     NotFound(String),

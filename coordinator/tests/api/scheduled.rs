@@ -419,7 +419,10 @@ async fn two_replicas_fire_each_scheduled_notification_once() {
         ids.push(schedule(&app, send_at).await);
     }
     let due = sql
-        .execute("UPDATE notifications SET send_at = now() WHERE id = ANY($1)", &[&ids])
+        .execute(
+            "UPDATE notifications SET send_at = now() WHERE id = ANY($1)",
+            &[&ids],
+        )
         .await
         .expect("made due");
     assert_eq!(due, 24);
