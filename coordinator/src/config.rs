@@ -62,6 +62,12 @@ pub struct Settings {
     #[arg(long = "api-keys-file", env = "CLARION_API_KEYS_FILE")]
     pub api_keys_file: Option<PathBuf>,
 
+    /// Apps beside `default`: a TOML file with one `[apps.<id>]` table each
+    /// (the dispatchers read their credentials from it; the coordinator
+    /// only which apps exist), re-read when it changes.
+    #[arg(long = "apps-file", env = "CLARION_APPS_FILE")]
+    pub apps_file: Option<PathBuf>,
+
     /// How often the API keys file is checked for changes, in seconds.
     #[arg(
         long = "api-keys-file-poll-secs",

@@ -23,6 +23,9 @@ pub enum ApiError {
     /// The key's `topics` leave this topic out.
     #[error("this API key may not send to topic `{topic}`; its `topics` rule allows: {allowed}")]
     TopicNotAllowed { topic: String, allowed: String },
+    /// The key's `apps` leave this app out.
+    #[error("this API key may not use app `{app}`; its `apps` rule allows: {allowed}")]
+    AppNotAllowed { app: String, allowed: String },
     /// A console request that changes something without its session's
     /// `X-CSRF-Token`.
     #[error(
@@ -63,9 +66,10 @@ impl ApiError {
     pub fn kind(&self) -> &'static str {
         match self {
             ApiError::Unauthenticated(_) => "unauthenticated",
-            ApiError::Forbidden(_) | ApiError::LaneNotAllowed { .. } | ApiError::TopicNotAllowed { .. } => {
-                "forbidden"
-            }
+            ApiError::Forbidden(_)
+            | ApiError::LaneNotAllowed { .. }
+            | ApiError::TopicNotAllowed { .. }
+            | ApiError::AppNotAllowed { .. } => "forbidden",
             ApiError::CsrfRejected => "csrf-rejected",
             ApiError::NotFound(_) => "not-found",
             ApiError::Invalid(_) => "invalid-request",
@@ -83,9 +87,10 @@ impl ApiError {
     fn title(&self) -> &'static str {
         match self {
             ApiError::Unauthenticated(_) => "Authentication required",
-            ApiError::Forbidden(_) | ApiError::LaneNotAllowed { .. } | ApiError::TopicNotAllowed { .. } => {
-                "Not allowed for this key"
-            }
+            ApiError::Forbidden(_)
+            | ApiError::LaneNotAllowed { .. }
+            | ApiError::TopicNotAllowed { .. }
+            | ApiError::AppNotAllowed { .. } => "Not allowed for this key",
             ApiError::CsrfRejected => "Cross-site request refused",
             ApiError::NotFound(_) => "Not found",
             ApiError::Invalid(_) => "Invalid request",
@@ -137,6 +142,7 @@ impl ResponseError for ApiError {
             ApiError::Forbidden(_)
             | ApiError::LaneNotAllowed { .. }
             | ApiError::TopicNotAllowed { .. }
+            | ApiError::AppNotAllowed { .. }
             | ApiError::CsrfRejected => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,

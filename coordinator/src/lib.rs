@@ -25,6 +25,7 @@ pub mod sending;
 pub mod store;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::{Actor, Addr};
@@ -34,6 +35,7 @@ use clarion_proto::Names;
 use clarion_runtime::amqp;
 use clarion_runtime::amqp::consumer::{ConsumerSpec, QueueConsumer, stop_recipients};
 use clarion_runtime::amqp::publisher::Publisher;
+use clarion_runtime::apps::AppsFile;
 use clarion_runtime::health::Readiness;
 use clarion_runtime::telemetry::TraceService;
 use clarion_runtime::tls::{LINK_CHECK_TIMEOUT, LinkError, TlsError, Trust};
@@ -72,6 +74,9 @@ pub enum StartError {
     /// No API keys, or keys that cannot be used.
     #[error("{0}")]
     ApiKeys(String),
+    /// The apps file cannot be read or is not valid.
+    #[error("{0}")]
+    Apps(String),
     #[error(transparent)]
     Database(#[from] db::DbError),
     #[error(transparent)]
@@ -158,6 +163,7 @@ fn declare_counters() {
 
 pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
     declare_counters();
+    let apps = Arc::new(AppsFile::open(settings.apps_file.as_deref()).map_err(StartError::Apps)?);
     let (keys, keys_file) = match settings.initial_keys().map_err(StartError::ApiKeys)? {
         InitialKeys::Listed(keys) => (keys, None),
         InitialKeys::File { path, keys, text } => (keys, Some((path, text))),
@@ -256,6 +262,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         max_topics_per_device: settings.max_topics_per_device,
         topic_count_max_age: settings.topic_count_max_age(),
         openapi: api::openapi::document(settings.max_topics_per_device),
+        apps,
     });
     let console = web::Data::new(console::Console {
         pool: pool.clone(),

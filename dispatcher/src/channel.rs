@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clarion_proto::{Platform, TokenBatch};
+use clarion_runtime::apps::AppCredentials;
 use rustls::ClientConfig;
 
 use crate::config::Settings;
@@ -64,6 +65,10 @@ pub trait PushChannel: Sized + Send + Sync + 'static {
         settings: &Settings,
         transport: Transport,
     ) -> impl Future<Output = Result<Self, String>> + Send;
+
+    /// The settings a channel of app `app` is built from: `settings` with
+    /// the app's credentials for this channel; `None` when the app has none.
+    fn for_app(settings: &Settings, app: &AppCredentials) -> Option<Settings>;
 
     /// Builds the push of `batch`'s notification to `batch`'s route.
     fn prepare(&self, batch: &TokenBatch) -> Result<Self::Prepared, String>;

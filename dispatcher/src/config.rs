@@ -33,6 +33,12 @@ pub struct Settings {
     )]
     pub http_addr: SocketAddr,
 
+    /// Apps beside `default` (which the APNs / FCM settings here define):
+    /// a TOML file with one `[apps.<id>]` table of credentials each, re-read
+    /// when it changes (see the README, "Several apps").
+    #[arg(long = "apps-file", env = "CLARION_APPS_FILE")]
+    pub apps_file: Option<std::path::PathBuf>,
+
     #[command(flatten)]
     pub apns: ApnsSettings,
 

@@ -22,6 +22,7 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use rand::Rng;
 use uuid::Uuid;
 
+use crate::apps::AppChannels;
 use crate::channel::{Attempt, PushChannel};
 use crate::push_health::PushHealth;
 
@@ -69,7 +70,7 @@ enum Fate {
 }
 
 pub struct Deliverer<C: PushChannel> {
-    channel: Arc<C>,
+    channels: AppChannels<C>,
     limits: Limits,
     rate: Option<DefaultDirectRateLimiter>,
     pause: Pause,
@@ -82,14 +83,14 @@ pub struct Deliverer<C: PushChannel> {
 impl<C: PushChannel> Deliverer<C> {
     /// `rate_limit`: most pushes per second, 0 for none.
     pub fn new(
-        channel: Arc<C>,
+        channels: AppChannels<C>,
         limits: Limits,
         rate_limit: u32,
         cancellations: Cancellations,
         health: Arc<PushHealth>,
     ) -> Self {
         Self {
-            channel,
+            channels,
             limits,
             rate: NonZeroU32::new(rate_limit).map(|rate| {
                 // A burst of a tenth of a second's worth keeps the pace smooth.
@@ -123,7 +124,17 @@ impl<C: PushChannel> Deliverer<C> {
             outcome.counts.expired = tokens;
             return outcome;
         }
-        let prepared = match self.prepared(batch) {
+        let app = &batch.notification.app;
+        let channel = match self.channels.get(app).await {
+            Ok(channel) => channel,
+            Err(reason) => {
+                tracing::error!(notification.id = %id, app, error = %reason, "no channel for the app");
+                outcome.counts.failed = tokens;
+                outcome.failures.insert("app", tokens);
+                return outcome;
+            }
+        };
+        let prepared = match self.prepared(&channel, batch) {
             Ok(prepared) => prepared,
             Err(reason) => {
                 tracing::error!(notification.id = %id, error = %reason, "cannot prepare the push");
@@ -140,7 +151,7 @@ impl<C: PushChannel> Deliverer<C> {
         loop {
             while in_flight.len() < limit {
                 match tokens.next() {
-                    Some(token) => in_flight.push(self.push(token, batch, &prepared)),
+                    Some(token) => in_flight.push(self.push(&channel, token, batch, &prepared)),
                     None => break,
                 }
             }
@@ -185,15 +196,22 @@ impl<C: PushChannel> Deliverer<C> {
     /// One token, with retries; also returns how many retries it took.
     async fn push<'a>(
         &self,
+        channel: &C,
         token: &'a String,
         batch: &TokenBatch,
         prepared: &C::Prepared,
     ) -> (&'a String, Fate, u32) {
-        let (fate, retries) = self.attempts(token, batch, prepared).await;
+        let (fate, retries) = self.attempts(channel, token, batch, prepared).await;
         (token, fate, retries)
     }
 
-    async fn attempts(&self, token: &str, batch: &TokenBatch, prepared: &C::Prepared) -> (Fate, u32) {
+    async fn attempts(
+        &self,
+        channel: &C,
+        token: &str,
+        batch: &TokenBatch,
+        prepared: &C::Prepared,
+    ) -> (Fate, u32) {
         let id = batch.batch_id.notification_id;
         let mut retries = 0;
         let mut last_reason = "unknown";
@@ -213,7 +231,7 @@ impl<C: PushChannel> Deliverer<C> {
             if self.cancellations.is_cancelled(id) {
                 return (Fate::Cancelled, retries);
             }
-            let attempted = self.channel.send(token, prepared).await;
+            let attempted = channel.send(token, prepared).await;
             match attempted {
                 Attempt::Retry { reason, .. } | Attempt::Reauthenticate(reason) => self.health.failed(reason),
                 _ => self.health.succeeded(),
@@ -224,7 +242,7 @@ impl<C: PushChannel> Deliverer<C> {
                 Attempt::Invalid(_) => return (Fate::Invalid, retries),
                 Attempt::Failed(reason) => return (Fate::Failed(reason), retries),
                 Attempt::Reauthenticate(reason) => {
-                    self.channel.reauthenticate().await;
+                    channel.reauthenticate().await;
                     // Backing off: a renewal can fail (or be rate-limited),
                     // and retrying at once only burns the attempts.
                     (reason, Some(self.backoff(attempt)))
@@ -268,21 +286,30 @@ impl<C: PushChannel> Deliverer<C> {
         ceiling.mul_f64(jitter)
     }
 
-    fn prepared(&self, batch: &TokenBatch) -> Result<Arc<C::Prepared>, String> {
-        let target = (batch.batch_id.notification_id, batch.environment);
-        if let Some(prepared) = lock(&self.prepared).get(target) {
+    fn prepared(&self, channel: &C, batch: &TokenBatch) -> Result<Arc<C::Prepared>, String> {
+        let target = Target {
+            notification_id: batch.batch_id.notification_id,
+            environment: batch.environment,
+            locale: batch.locale.clone(),
+        };
+        if let Some(prepared) = lock(&self.prepared).get(&target) {
             return Ok(prepared);
         }
-        let prepared = Arc::new(self.channel.prepare(batch)?);
+        let prepared = Arc::new(channel.prepare(batch)?);
         lock(&self.prepared).insert(target, prepared.clone());
         Ok(prepared)
     }
 }
 
-/// A batch's target: its notification and environment. Batches are
-/// homogeneous per target, and a prepared push carries its route, so one
-/// is prepared per target.
-type Target = (Uuid, ApnsEnvironment);
+/// A batch's target: its notification, environment and text (the default
+/// or one localization). Batches are homogeneous per target, and a
+/// prepared push carries its route, so one is prepared per target.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Target {
+    notification_id: Uuid,
+    environment: ApnsEnvironment,
+    locale: Option<String>,
+}
 
 /// Prepared pushes by target, oldest forgotten first.
 struct PreparedCache<P> {
@@ -300,12 +327,12 @@ impl<P> Default for PreparedCache<P> {
 }
 
 impl<P> PreparedCache<P> {
-    fn get(&self, target: Target) -> Option<Arc<P>> {
-        self.entries.get(&target).cloned()
+    fn get(&self, target: &Target) -> Option<Arc<P>> {
+        self.entries.get(target).cloned()
     }
 
     fn insert(&mut self, target: Target, prepared: Arc<P>) {
-        if self.entries.insert(target, prepared).is_none() {
+        if self.entries.insert(target.clone(), prepared).is_none() {
             self.order.push_back(target);
         }
         while self.order.len() > PREPARED_CACHE {

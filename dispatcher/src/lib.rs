@@ -9,6 +9,7 @@
 //! abruptly, which is what a crash looks like to RabbitMQ.
 
 pub mod apns;
+pub mod apps;
 pub mod breaker;
 pub mod channel;
 pub mod config;
@@ -35,6 +36,7 @@ use tokio::sync::oneshot;
 use tracing::{info, warn};
 
 use crate::apns::ApnsChannel;
+use crate::apps::AppChannels;
 use crate::breaker::Breaker;
 use crate::channel::{PushChannel, Transport};
 pub use crate::config::Settings;
@@ -43,6 +45,7 @@ use crate::fcm::FcmChannel;
 use crate::handlers::token_batches::{DELIVERED_REMEMBERED, TokenBatchHandler};
 use crate::http2::PoolLimits;
 use crate::push_health::PushHealth;
+use clarion_runtime::apps::AppsFile;
 
 /// How the dispatcher's spans are exported (its platform as an attribute).
 pub fn trace_service(platform: Platform) -> TraceService {
@@ -209,14 +212,17 @@ async fn launch<C: PushChannel>(
     runtime: &DeliveryRuntime,
     health: Arc<PushHealth>,
 ) -> Result<Parts, StartError> {
+    let apps = AppsFile::open(settings.apps_file.as_deref()).map_err(StartError::Config)?;
     let connecting = settings.clone();
+    let default_transport = transport.clone();
     let channel = runtime
         .handle()
-        .spawn(async move { C::connect(&connecting, transport).await })
+        .spawn(async move { C::connect(&connecting, default_transport).await })
         .await
         .map_err(|err| StartError::Config(err.to_string()))?
         .map_err(StartError::Config)?;
-    start_workers(arbiter, settings, trust, channel, runtime.handle(), health).await
+    let channels = AppChannels::new(Arc::new(channel), settings.clone(), transport, apps);
+    start_workers(arbiter, settings, trust, channels, runtime.handle(), health).await
 }
 
 /// Starts the consumers on the dispatch arbiter, where the broker link and
@@ -225,7 +231,7 @@ async fn start_workers<C: PushChannel>(
     arbiter: &Arbiter,
     settings: &Settings,
     trust: Trust,
-    channel: C,
+    channels: AppChannels<C>,
     runtime: tokio::runtime::Handle,
     health: Arc<PushHealth>,
 ) -> Result<Parts, StartError> {
@@ -240,7 +246,7 @@ async fn start_workers<C: PushChannel>(
     };
     let cancellations = Cancellations::default();
     let deliverer = Arc::new(Deliverer::new(
-        Arc::new(channel),
+        channels,
         limits,
         delivery.rate_limit,
         cancellations.clone(),

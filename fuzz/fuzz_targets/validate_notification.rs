@@ -1,5 +1,6 @@
 //! A notification as an editor sends it: any JSON body, then the payload
-//! rules (topics, text, URLs, TTL, data keys, APNs and FCM size limits).
+//! rules (topics, text, URLs, TTL, data keys, presentation fields, APNs
+//! and FCM size limits).
 //! Whatever validation accepts must also satisfy the patterns the OpenAPI
 //! description states, or a client following the description would be
 //! told "invalid" for a request the service takes.
@@ -12,6 +13,7 @@ use clarion_proto::Notification;
 use clarion_proto::payload::{
     BODY_PATTERN, COLLAPSE_KEY_PATTERN, RESERVED_DATA_KEY_PATTERN, TEXT_PATTERN, URL_PATTERN,
 };
+use clarion_proto::presentation::NAME_PATTERN;
 use clarion_proto::topic::TOPIC_PATTERN;
 use libfuzzer_sys::fuzz_target;
 use regex::Regex;
@@ -23,6 +25,7 @@ struct Patterns {
     url: Regex,
     collapse_key: Regex,
     reserved: Regex,
+    name: Regex,
 }
 
 static PATTERNS: LazyLock<Patterns> = LazyLock::new(|| Patterns {
@@ -32,6 +35,7 @@ static PATTERNS: LazyLock<Patterns> = LazyLock::new(|| Patterns {
     url: Regex::new(URL_PATTERN).expect("url pattern"),
     collapse_key: Regex::new(COLLAPSE_KEY_PATTERN).expect("collapse key pattern"),
     reserved: Regex::new(RESERVED_DATA_KEY_PATTERN).expect("reserved key pattern"),
+    name: Regex::new(NAME_PATTERN).expect("name pattern"),
 });
 
 fuzz_target!(|data: &[u8]| {
@@ -44,7 +48,17 @@ fuzz_target!(|data: &[u8]| {
     };
     let p = &*PATTERNS;
     assert!(valid.topics.iter().all(|t| p.topic.is_match(t)), "{valid:?}");
-    assert!(p.body.is_match(&valid.body), "{valid:?}");
+    if valid.push_type.is_alert() {
+        assert!(p.body.is_match(&valid.body), "{valid:?}");
+    } else {
+        assert!(valid.body.is_empty() && valid.title.is_none(), "{valid:?}");
+    }
+    let names = [
+        valid.sound.clone().flatten(),
+        valid.category.clone(),
+        valid.android_channel_id.clone(),
+    ];
+    assert!(names.iter().flatten().all(|n| p.name.is_match(n)), "{valid:?}");
     assert!(valid.title.iter().all(|t| p.text.is_match(t)), "{valid:?}");
     assert!(
         valid

@@ -1,9 +1,14 @@
-//! Cutting a stream of (token, platform, environment) into token batches.
+//! Cutting a stream of (token, platform, environment, locale) into token
+//! batches.
 //!
 //! One open batch per delivery target (iOS production, iOS sandbox,
-//! Android); a batch leaves as soon as it is full, the rest when the stream
-//! ends. Sequence numbers follow the order batches leave, so the same stream
-//! cut with the same size always yields the same batch ids.
+//! Android) and text (the default, or one of the notification's
+//! `localizations`, the device's best match): every batch gets one payload.
+//! A batch leaves as soon as it is full, the rest when the stream ends.
+//! Sequence numbers follow the order batches leave, so the same stream cut
+//! with the same size always yields the same batch ids.
+
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use clarion_proto::{ApnsEnvironment, BatchId, Notification, Platform, TokenBatch, WireVersion};
@@ -73,7 +78,12 @@ pub struct BatchCutter {
     sent_at: DateTime<Utc>,
     notification: Notification,
     batch_size: usize,
-    open: [Vec<String>; 3],
+    /// The texts: `None` (the default) then each key of `localizations`.
+    texts: Vec<Option<String>>,
+    /// A device locale → index in `texts`, as resolved so far.
+    resolved: HashMap<String, usize>,
+    /// Open batches, indexed by target × text.
+    open: Vec<Vec<String>>,
     /// Batches sealed so far: the next batch's `seq`.
     sealed: u32,
 }
@@ -87,46 +97,74 @@ impl BatchCutter {
         batch_size: usize,
     ) -> Self {
         let batch_size = batch_size.max(1);
+        let texts: Vec<Option<String>> = std::iter::once(None)
+            .chain(notification.localizations.keys().cloned().map(Some))
+            .collect();
         Self {
             notification_id,
             job_index,
             sent_at,
             notification,
             batch_size,
-            open: Default::default(),
+            open: vec![Vec::new(); Target::ALL.len() * texts.len()],
+            texts,
+            resolved: HashMap::new(),
             sealed: 0,
         }
     }
 
-    /// Adds one token; returns a batch when this token filled one.
+    /// The index in `texts` of what a device with `locale` gets.
+    fn text_of(&mut self, locale: Option<&str>) -> usize {
+        let Some(locale) = locale.filter(|_| self.texts.len() > 1) else {
+            return 0;
+        };
+        if let Some(index) = self.resolved.get(locale) {
+            return *index;
+        }
+        let best = clarion_proto::best_match(&self.notification.localizations, Some(locale));
+        let index = best
+            .and_then(|key| self.texts.iter().position(|text| text.as_deref() == Some(key)))
+            .unwrap_or(0);
+        self.resolved.insert(locale.to_owned(), index);
+        index
+    }
+
+    /// Adds one token of a device with `locale` (lower case); returns a
+    /// batch when this token filled one.
     pub fn push(
         &mut self,
         token: &str,
         platform: Platform,
         environment: ApnsEnvironment,
+        locale: Option<&str>,
     ) -> Option<TokenBatch> {
         let target = Target::of(platform, environment);
-        let open = &mut self.open[target.index()];
+        let text = self.text_of(locale);
+        let slot = target.index() * self.texts.len() + text;
+        let open = &mut self.open[slot];
         if open.capacity() == 0 {
             open.reserve_exact(self.batch_size);
         }
         open.push(token.to_owned());
-        (open.len() >= self.batch_size).then(|| self.seal(target))
+        (open.len() >= self.batch_size).then(|| self.seal(target, text))
     }
 
-    /// The partly filled batches, in target order.
+    /// The partly filled batches, in target then text order.
     pub fn finish(mut self) -> Vec<TokenBatch> {
         let mut batches = Vec::new();
         for target in Target::ALL {
-            if !self.open[target.index()].is_empty() {
-                batches.push(self.seal(target));
+            for text in 0..self.texts.len() {
+                if !self.open[target.index() * self.texts.len() + text].is_empty() {
+                    batches.push(self.seal(target, text));
+                }
             }
         }
         batches
     }
 
-    fn seal(&mut self, target: Target) -> TokenBatch {
-        let tokens = std::mem::take(&mut self.open[target.index()]);
+    fn seal(&mut self, target: Target, text: usize) -> TokenBatch {
+        let slot = target.index() * self.texts.len() + text;
+        let tokens = std::mem::take(&mut self.open[slot]);
         let batch = TokenBatch {
             v: WireVersion::CURRENT,
             batch_id: BatchId {
@@ -138,6 +176,7 @@ impl BatchCutter {
             environment: target.environment(),
             sent_at: self.sent_at,
             notification: self.notification.clone(),
+            locale: self.texts[text].clone(),
             tokens,
         };
         self.sealed += 1;
@@ -158,7 +197,7 @@ mod tests {
         let mut cutter = BatchCutter::new(Uuid::nil(), 4, DateTime::UNIX_EPOCH, notification(), size);
         let mut batches: Vec<TokenBatch> = rows
             .iter()
-            .filter_map(|(token, platform, env)| cutter.push(token, *platform, *env))
+            .filter_map(|(token, platform, env)| cutter.push(token, *platform, *env, None))
             .collect();
         batches.extend(cutter.finish());
         let mut totals = BatchTotals::default();
@@ -192,6 +231,44 @@ mod tests {
         );
         assert_eq!(batches[2].batch_id.seq, 2);
         assert_eq!(batches[0].batch_id.job_index, 4);
+    }
+
+    #[test]
+    fn each_batch_holds_devices_of_one_text() {
+        let mut notification = notification();
+        for tag in ["fr", "fr-ca"] {
+            let text = clarion_proto::LocalizedText {
+                title: None,
+                body: tag.into(),
+            };
+            notification.localizations.insert(tag.into(), text);
+        }
+        let mut cutter = BatchCutter::new(Uuid::nil(), 0, DateTime::UNIX_EPOCH, notification, 10);
+        let android = (Platform::Android, ApnsEnvironment::Production);
+        for (token, locale) in [
+            ("a", Some("fr-ca")),
+            ("b", Some("fr-be")),
+            ("c", Some("de")),
+            ("d", None),
+            ("e", Some("fr")),
+            ("f", Some("fr-ca")),
+        ] {
+            assert!(cutter.push(token, android.0, android.1, locale).is_none());
+        }
+        let batches: Vec<(Option<String>, Vec<String>)> = cutter
+            .finish()
+            .into_iter()
+            .map(|b| (b.locale, b.tokens))
+            .collect();
+        let owned = |tokens: &[&str]| tokens.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            batches,
+            vec![
+                (None, owned(&["c", "d"])),
+                (Some("fr".into()), owned(&["b", "e"])),
+                (Some("fr-ca".into()), owned(&["a", "f"])),
+            ]
+        );
     }
 
     proptest! {

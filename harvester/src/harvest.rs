@@ -23,13 +23,13 @@ use crate::batching::{BatchCutter, BatchTotals};
 use crate::ledger::{self, Entry, Ledger};
 
 /// One topic: the primary key yields rows already ordered by (shard, token).
-const ONE_TOPIC: &str = "SELECT token, platform, apns_environment FROM registrations
-                          WHERE topic = $1 AND shard >= $2 AND shard < $3
+const ONE_TOPIC: &str = "SELECT token, platform, apns_environment, locale FROM registrations
+                          WHERE app = $4 AND topic = $1 AND shard >= $2 AND shard < $3
                           ORDER BY shard, token";
 /// Several topics: sorted by (shard, token) so a device on two topics comes
 /// out twice in a row and is sent once.
-const MANY_TOPICS: &str = "SELECT token, platform, apns_environment FROM registrations
-                            WHERE topic = ANY($1) AND shard >= $2 AND shard < $3
+const MANY_TOPICS: &str = "SELECT token, platform, apns_environment, locale FROM registrations
+                            WHERE app = $4 AND topic = ANY($1) AND shard >= $2 AND shard < $3
                             ORDER BY shard, token";
 
 #[derive(Debug, thiserror::Error)]
@@ -96,7 +96,8 @@ pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals
         db.response.returned_rows = Empty,
     );
     let statement = conn.prepare(sql).instrument(query_span.clone()).await?;
-    let params: [&(dyn ToSql + Sync); 3] = [topic_param, &start, &end];
+    let app = &job.notification.app;
+    let params: [&(dyn ToSql + Sync); 4] = [topic_param, &start, &end, app];
     // Boxed so it can be dropped (query finished) before `conn` goes back.
     let mut rows = Box::pin(
         conn.query_raw(&statement, params)
@@ -124,7 +125,8 @@ pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals
         previous.push_str(token);
         let platform: Platform = parse("platform", row.get(1))?;
         let environment: ApnsEnvironment = parse("apns_environment", row.get(2))?;
-        if let Some(batch) = cutter.push(token, platform, environment) {
+        let locale: Option<&str> = row.get(3);
+        if let Some(batch) = cutter.push(token, platform, environment, locale) {
             if cancelled() {
                 break;
             }

@@ -6,7 +6,9 @@
 //! processes), sends a breaking-news alert through the HTTP API, shows a
 //! progress bar while it goes out, prints the report and stops everything
 //! it started — or, with `--keep-running`, leaves the cluster up for the
-//! newsroom console until Ctrl-C.
+//! newsroom console until Ctrl-C. With `--apps N`, each app gets its own
+//! audience and its own mock Apple and Google, and one alert per app goes
+//! out side by side.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -14,16 +16,17 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use clarion_proto::Platform;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
 use crate::audience::{AudienceShape, DEAD_PREFIX, Layout};
 use crate::bench::prepare_database;
 use crate::local_cluster::{DESK_KEY, LocalCluster, LocalClusterConfig, delete_namespace};
 use crate::mocks::{
-    ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, OnOwnThread, start_on_own_thread,
+    ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, OnOwnThread, apps_file_table,
+    start_on_own_thread,
 };
-use crate::seed::{SeedPlan, connect, seed};
+use crate::seed::{SeedPlan, app_id, connect, seed};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -86,6 +89,13 @@ pub struct DemoArgs {
     /// Ctrl-C) to try the newsroom console in a browser.
     #[arg(long)]
     pub keep_running: bool,
+
+    /// Apps in the installation (1 to 4): `default`, then `app2`, … each
+    /// with its own mock Apple and Google (another bundle id, APNs key,
+    /// Firebase project) and an audience of `--devices` of its own; one
+    /// notification per app goes out side by side.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4))]
+    pub apps: u32,
 }
 
 pub async fn run(args: DemoArgs) -> Result<()> {
@@ -99,8 +109,15 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     std::fs::create_dir_all(&log_dir)?;
 
     println!(
-        "Clarion demo: {} devices, {}% iPhones, {}% dead tokens\n",
-        args.devices, args.ios_percent, args.dead_percent
+        "Clarion demo: {} devices{}, {}% iPhones, {}% dead tokens\n",
+        args.devices,
+        if args.apps > 1 {
+            format!(" in each of {} apps", args.apps)
+        } else {
+            String::new()
+        },
+        args.ios_percent,
+        args.dead_percent
     );
     prepare_database(&args.database_url).await?;
     let client = connect(&args.database_url).await?;
@@ -112,6 +129,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
             layout: Layout::News,
         },
         fresh: true,
+        apps: args.apps,
     };
     let seeded = seed(&client, &plan, true).await?;
     println!(
@@ -121,11 +139,15 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         seeded.elapsed.as_secs_f64()
     );
 
-    let mocks = Mocks::start(&log_dir.join("mock-credentials"), args.mock_latency_ms).await?;
-    println!(
-        "Mock APNs on {} and mock FCM on {}",
-        mocks.apns.endpoint, mocks.fcm.endpoint
-    );
+    let mocks = AppMocks::start(&log_dir.join("mock-credentials"), args.apps, args.mock_latency_ms).await?;
+    for (app, app_mocks) in mocks.apps.iter().enumerate() {
+        println!(
+            "{}: mock APNs on {} and mock FCM on {}",
+            app_id(app as u32),
+            app_mocks.apns.endpoint,
+            app_mocks.fcm.endpoint
+        );
+    }
 
     let namespace = format!("demo-{}", std::process::id());
     let config = LocalClusterConfig {
@@ -133,7 +155,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         amqp_url: args.amqp_url.clone(),
         namespace: namespace.clone(),
         harvesters: 1,
-        coordinator_env: Vec::new(),
+        coordinator_env: mocks.coordinator_env(),
         harvester_env: Vec::new(),
         dispatcher_env: mocks.dispatcher_env(),
         log_dir: log_dir.clone(),
@@ -165,63 +187,97 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     Ok(())
 }
 
-async fn send_and_follow(cluster: &LocalCluster, args: &DemoArgs, mocks: &Mocks) -> Result<()> {
+async fn send_and_follow(cluster: &LocalCluster, args: &DemoArgs, mocks: &AppMocks) -> Result<()> {
     println!(
-        "\n{:<18} {:>12} {:>10} {:>10}",
-        "topic", "subscribers", "ios", "android"
+        "\n{:<8} {:<18} {:>12} {:>10} {:>10}",
+        "app", "topic", "subscribers", "ios", "android"
     );
-    for topic in &args.topics {
-        let size = cluster.get(&format!("/api/v1/topics/{topic}")).await?;
-        let count = |field: &str| size[field].as_u64().unwrap_or_default();
-        println!(
-            "{:<18} {:>12} {:>10} {:>10}",
-            topic,
-            count("subscribers"),
-            count("ios"),
-            count("android")
-        );
+    for app in 0..args.apps {
+        let app = app_id(app);
+        for topic in &args.topics {
+            let size = cluster.get(&format!("/api/v1/topics/{topic}?app={app}")).await?;
+            let count = |field: &str| size[field].as_u64().unwrap_or_default();
+            println!(
+                "{:<8} {:<18} {:>12} {:>10} {:>10}",
+                app,
+                topic,
+                count("subscribers"),
+                count("ios"),
+                count("android")
+            );
+        }
     }
 
     let started = Instant::now();
-    let id = cluster
-        .send(&json!({
-            "topics": args.topics,
-            "title": "Breaking news",
-            "body": "Something important just happened. Tap for the full story.",
-            "link": "https://news.example/live",
-            "collapse_key": "breaking",
-            "priority": "high",
-        }))
-        .await?;
-    println!("\nSent notification {id} to {}", args.topics.join(" + "));
-    println!("Follow it in the console: {}/console/#/n/{id}\n", cluster.base);
+    let mut sends = Vec::new();
+    for app in 0..args.apps {
+        let app = app_id(app);
+        let id = cluster
+            .send(&json!({
+                "app": app,
+                "topics": args.topics,
+                "title": "Breaking news",
+                "body": "Something important just happened. Tap for the full story.",
+                "link": "https://news.example/live",
+                "collapse_key": "breaking",
+                "priority": "high",
+            }))
+            .await?;
+        println!(
+            "\nSent notification {id} to {} of app {app}",
+            args.topics.join(" + ")
+        );
+        println!("Follow it in the console: {}/console/#/n/{id}", cluster.base);
+        sends.push((app, id));
+    }
+    println!();
 
-    let bar = ProgressBar::new(1).with_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40.green/blue} {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bars = MultiProgress::new();
+    let style = ProgressStyle::with_template(
+        "{prefix:<8} {spinner} [{elapsed_precise}] {bar:40.green/blue} {pos}/{len} {msg}",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar());
+    let following: Vec<(String, String, ProgressBar)> = sends
+        .into_iter()
+        .map(|(app, id)| {
+            let bar = bars.add(
+                ProgressBar::new(1)
+                    .with_style(style.clone())
+                    .with_prefix(app.clone()),
+            );
+            (app, id, bar)
+        })
+        .collect();
     let timeout = Duration::from_secs(args.timeout_secs);
-    let status = loop {
-        let status = cluster.get(&format!("/api/v1/notifications/{id}")).await?;
-        let audience = status["audience"]["total"].as_u64().unwrap_or(0);
-        bar.set_length(audience.max(1));
-        bar.set_position(settled(&status));
-        bar.set_message(format!(
-            "{} · {} sent",
-            status["status"].as_str().unwrap_or("?"),
-            sum(&status, "sent")
-        ));
-        if !status["completed_at"].is_null() {
-            bar.finish();
-            break status;
-        }
-        if started.elapsed() > timeout {
-            bar.abandon();
-            bail!("the notification was not out after {timeout:?}: {status}");
+    let mut finished: Vec<Option<Value>> = vec![None; following.len()];
+    while finished.iter().any(Option::is_none) {
+        for ((_, id, bar), done) in following.iter().zip(finished.iter_mut()) {
+            if done.is_some() {
+                continue;
+            }
+            let status = cluster.get(&format!("/api/v1/notifications/{id}")).await?;
+            let audience = status["audience"]["total"].as_u64().unwrap_or(0);
+            bar.set_length(audience.max(1));
+            bar.set_position(settled(&status));
+            bar.set_message(format!(
+                "{} · {} sent",
+                status["status"].as_str().unwrap_or("?"),
+                sum(&status, "sent")
+            ));
+            if !status["completed_at"].is_null() {
+                bar.finish();
+                *done = Some(status);
+            } else if started.elapsed() > timeout {
+                bar.abandon();
+                bail!("notification {id} was not out after {timeout:?}: {status}");
+            }
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    report(&status, mocks);
+    }
+    for ((app, _, _), (status, app_mocks)) in following.iter().zip(finished.iter().flatten().zip(&mocks.apps))
+    {
+        report(app, status, app_mocks);
+    }
     Ok(())
 }
 
@@ -248,7 +304,7 @@ fn sum(status: &Value, field: &str) -> u64 {
         .sum()
 }
 
-fn report(status: &Value, mocks: &Mocks) {
+fn report(app: &str, status: &Value, mocks: &Mocks) {
     let audience = status["audience"]["total"].as_u64().unwrap_or(0);
     let seconds = |field: &str| -> String {
         status["timings"][field]
@@ -258,7 +314,7 @@ fn report(status: &Value, mocks: &Mocks) {
     let apns = mocks.apns.state.accounting.stats();
     let fcm = mocks.fcm.state.accounting.stats();
     println!(
-        "\nNotification {}: {}",
+        "\nNotification {} (app {app}): {}",
         status["id"].as_str().unwrap_or("?"),
         status["status"].as_str().unwrap_or("?")
     );
@@ -305,14 +361,84 @@ struct Mocks {
     ca_file: PathBuf,
 }
 
+/// Each app's mocks; the first app's are the `default` app's.
+struct AppMocks {
+    apps: Vec<Mocks>,
+    /// The apps file naming every app but `default`.
+    apps_file: PathBuf,
+    /// Every mock's CA certificate.
+    ca_file: PathBuf,
+}
+
+impl AppMocks {
+    async fn start(dir: &Path, apps: u32, latency_ms: f64) -> Result<Self> {
+        let mut started = Vec::new();
+        let mut table = String::new();
+        let mut bundle = String::new();
+        for app in 0..apps {
+            let app_dir = dir.join(app_id(app));
+            std::fs::create_dir_all(&app_dir)?;
+            let mocks = Mocks::start(&app_dir, app, latency_ms).await?;
+            if app > 0 {
+                table.push_str(&apps_file_table(&app_id(app), &mocks.apns, &mocks.fcm));
+            }
+            bundle.push_str(&std::fs::read_to_string(&mocks.ca_file)?);
+            started.push(mocks);
+        }
+        let apps_file = dir.join("apps.toml");
+        std::fs::write(&apps_file, table)?;
+        let ca_file = dir.join("all-mocks-ca.pem");
+        std::fs::write(&ca_file, bundle)?;
+        Ok(Self {
+            apps: started,
+            apps_file,
+            ca_file,
+        })
+    }
+
+    fn coordinator_env(&self) -> Vec<(String, String)> {
+        vec![("CLARION_APPS_FILE".into(), self.apps_file.display().to_string())]
+    }
+
+    /// The `default` app's mocks as the single-app settings, the others in
+    /// the apps file, every CA trusted.
+    fn dispatcher_env(&self) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = self.apps[0]
+            .dispatcher_env()
+            .into_iter()
+            .filter(|(name, _)| name != "CLARION_EXTRA_CA_FILE")
+            .collect();
+        env.push(("CLARION_EXTRA_CA_FILE".into(), self.ca_file.display().to_string()));
+        env.extend(self.coordinator_env());
+        env
+    }
+}
+
 impl Mocks {
-    async fn start(dir: &Path, latency_ms: f64) -> Result<Self> {
+    /// The mocks of the `app`th app (another bundle id, key and project
+    /// for each).
+    async fn start(dir: &Path, app: u32, latency_ms: f64) -> Result<Self> {
         // Each on a thread of its own, as in the benchmark: the stand-ins
         // for Apple and Google should take as little of the machine as
         // they can.
-        let apns_config = ApnsMockConfig::local(dir.to_path_buf());
+        let local = ApnsMockConfig::local(dir.to_path_buf());
+        let apns_config = match app {
+            0 => local,
+            n => ApnsMockConfig {
+                bundle_id: format!("com.clarion.{}", app_id(n)),
+                key_id: format!("CLARIONK{:02}", n + 1),
+                ..local
+            },
+        };
         let apns = start_on_own_thread("mock-apns", || ApnsMock::start(apns_config)).await?;
-        let fcm_config = FcmMockConfig::local(dir.to_path_buf());
+        let local = FcmMockConfig::local(dir.to_path_buf());
+        let fcm_config = match app {
+            0 => local,
+            n => FcmMockConfig {
+                project_id: format!("clarion-{}", app_id(n)),
+                ..local
+            },
+        };
         let fcm = start_on_own_thread("mock-fcm", || FcmMock::start(fcm_config)).await?;
         let faults = FaultConfig {
             dead_prefixes: vec![DEAD_PREFIX.into()],

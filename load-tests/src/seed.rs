@@ -26,6 +26,19 @@ pub struct SeedPlan {
     pub shape: AudienceShape,
     /// Replace whatever registrations exist (and rebuild the indexes once).
     pub fresh: bool,
+    /// How many apps get an audience of `devices` each (devices of their
+    /// own): `default`, then [`app_id`] 1, 2, …
+    pub apps: u32,
+}
+
+/// The id of the `index`th app of a seeded installation: `default`, then
+/// `app2`, `app3`, …
+pub fn app_id(index: u32) -> String {
+    if index == 0 {
+        clarion_proto::DEFAULT_APP.to_owned()
+    } else {
+        format!("app{}", index + 1)
+    }
 }
 
 /// What was loaded.
@@ -69,29 +82,38 @@ pub async fn seed(client: &Client, plan: &SeedPlan, progress: bool) -> Result<Se
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let sink = client
-        .copy_in("COPY registrations (topic, shard, token, platform, apns_environment) FROM STDIN")
+        .copy_in("COPY registrations (app, topic, shard, token, platform, apns_environment) FROM STDIN")
         .await
         .context("starting COPY")?;
     let mut sink = pin!(sink);
     let mut buffer = BytesMut::with_capacity(CHUNK_BYTES + 4096);
     let mut rows = 0u64;
-    for n in 0..plan.devices {
-        let device = device(n, plan.shape);
-        let shard = shard_of(&device.token);
-        for topic in &device.topics {
-            buffer.put_slice(topic.as_bytes());
-            buffer.put_u8(b'\t');
-            buffer.put_slice(shard.to_string().as_bytes());
-            buffer.put_u8(b'\t');
-            buffer.put_slice(device.token.as_bytes());
-            buffer.put_u8(b'\t');
-            buffer.put_slice(device.platform.as_str().as_bytes());
-            buffer.put_slice(b"\tproduction\n");
-            rows += 1;
-        }
-        if buffer.len() >= CHUNK_BYTES {
-            sink.send(buffer.split().freeze()).await.context("COPY")?;
-            bar.set_position(n + 1);
+    let apps = plan.apps.max(1);
+    bar.set_length(plan.devices * u64::from(apps));
+    for app_index in 0..apps {
+        let app = app_id(app_index);
+        // Each app's devices are devices of their own.
+        let first = u64::from(app_index) * plan.devices;
+        for n in first..first + plan.devices {
+            let device = device(n, plan.shape);
+            let shard = shard_of(&device.token);
+            for topic in &device.topics {
+                buffer.put_slice(app.as_bytes());
+                buffer.put_u8(b'\t');
+                buffer.put_slice(topic.as_bytes());
+                buffer.put_u8(b'\t');
+                buffer.put_slice(shard.to_string().as_bytes());
+                buffer.put_u8(b'\t');
+                buffer.put_slice(device.token.as_bytes());
+                buffer.put_u8(b'\t');
+                buffer.put_slice(device.platform.as_str().as_bytes());
+                buffer.put_slice(b"\tproduction\n");
+                rows += 1;
+            }
+            if buffer.len() >= CHUNK_BYTES {
+                sink.send(buffer.split().freeze()).await.context("COPY")?;
+                bar.set_position(n + 1);
+            }
         }
     }
     sink.send(buffer.split().freeze()).await.context("COPY")?;
@@ -103,8 +125,8 @@ pub async fn seed(client: &Client, plan: &SeedPlan, progress: bool) -> Result<Se
         }
         client
             .batch_execute(
-                "ALTER TABLE registrations ADD PRIMARY KEY (topic, shard, token)
-                     INCLUDE (platform, apns_environment);
+                "ALTER TABLE registrations ADD PRIMARY KEY (app, topic, shard, token)
+                     INCLUDE (platform, apns_environment, locale);
                  CREATE INDEX registrations_token_topic_idx ON registrations (token, topic);",
             )
             .await
@@ -117,7 +139,7 @@ pub async fn seed(client: &Client, plan: &SeedPlan, progress: bool) -> Result<Se
         .await
         .context("vacuuming registrations")?;
     Ok(SeedReport {
-        devices: plan.devices,
+        devices: plan.devices * u64::from(apps),
         rows,
         elapsed: started.elapsed(),
     })
@@ -166,6 +188,10 @@ pub struct SeedArgs {
     /// Add to the registrations already there instead of replacing them.
     #[arg(long)]
     pub append: bool,
+
+    /// Apps (`default`, `app2`, …), each with `--devices` devices of its own.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub apps: u32,
     #[arg(
         long,
         env = "CLARION_BENCH_DATABASE_URL",
@@ -185,6 +211,7 @@ pub async fn run(args: SeedArgs) -> Result<()> {
             layout: args.layout,
         },
         fresh: !args.append,
+        apps: args.apps,
     };
     let report = seed(&client, &plan, true).await?;
     println!(

@@ -4,16 +4,21 @@
 //! with its validation, and the trace context carried in headers. Nothing in
 //! this crate performs I/O.
 
+pub mod app;
 pub mod codec;
+pub mod locale;
 pub mod messages;
 pub mod names;
 pub mod payload;
 pub mod platform;
+pub mod presentation;
 pub mod shard;
 pub mod topic;
 pub mod trace_context;
 pub mod wire;
 
+pub use app::{DEFAULT_APP, validate_app};
+pub use locale::{LocalizedText, best_match, normalize_locale};
 pub use messages::{
     ACCEPT_BUCKET_MS, AcceptBucket, BatchId, CleanupReason, Control, ControlCommand, DeliveryCounts,
     DeliveryReport, JobOutcome, JobReport, ShardJob, TokenBatch, TokenCleanup, WireVersion,
@@ -21,6 +26,7 @@ pub use messages::{
 pub use names::Names;
 pub use payload::{Notification, PayloadError, Priority};
 pub use platform::{ApnsEnvironment, Platform, TokenError};
+pub use presentation::{InterruptionLevel, PushType};
 pub use shard::{SHARD_SPACE, ShardRange, shard_of};
 pub use topic::{TopicError, validate_topic};
 pub use wire::WireMessage;

@@ -52,7 +52,7 @@ impl From<WireVersion> for u16 {
 
 /// Coordinator → harvester: harvest one contiguous shard range of one
 /// notification's audience (all of its topics).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ShardJob {
     pub v: WireVersion,
     pub notification_id: Uuid,
@@ -83,7 +83,7 @@ impl fmt::Display for BatchId {
 
 /// Harvester → dispatcher: tokens of one platform and APNs environment, with
 /// the notification inline so dispatchers never touch the database.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TokenBatch {
     pub v: WireVersion,
     pub batch_id: BatchId,
@@ -93,10 +93,25 @@ pub struct TokenBatch {
     pub environment: ApnsEnvironment,
     pub sent_at: DateTime<Utc>,
     pub notification: Notification,
+    /// The key of `notification.localizations` every device of the batch
+    /// gets; absent for the default text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locale: Option<String>,
     pub tokens: Vec<String>,
 }
 
 impl TokenBatch {
+    /// The notification as this batch's devices get it: its text (the
+    /// default, or the localization the batch was cut for) and nothing of
+    /// the other localizations.
+    pub fn message(&self) -> std::borrow::Cow<'_, Notification> {
+        if self.notification.localizations.is_empty() {
+            std::borrow::Cow::Borrowed(&self.notification)
+        } else {
+            std::borrow::Cow::Owned(self.notification.localized(self.locale.as_deref()))
+        }
+    }
+
     /// A hash of the batch's tokens, in order: two batches with the same id
     /// hold the same devices only when their digests match too (a job
     /// re-cut after registrations changed yields shifted batches under the
@@ -324,6 +339,7 @@ mod tests {
                 environment: ApnsEnvironment::Sandbox,
                 sent_at: DateTime::from_timestamp(1_700_000_000, 123_000_000).unwrap(),
                 notification: sample(),
+                locale: ios.then(|| "fr-ca".to_owned()),
                 tokens,
             };
             prop_assert_eq!(decode::<TokenBatch>(&encode(&batch).unwrap()).unwrap(), batch);

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use crate::locale::{LocaleError, LocalizedText, MAX_LOCALIZATIONS, normalize_locale};
+use crate::presentation::{InterruptionLevel, PushType, sound_field};
 use crate::topic::{TopicError, validate_topic};
 
 /// Largest APNs payload Apple accepts for a regular alert, in bytes.
@@ -72,12 +74,20 @@ pub enum Priority {
     Normal,
 }
 
-/// One breaking-news alert for one or more topics.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// One breaking-news alert (or silent update) for one or more topics.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Notification {
+    /// The app whose devices get it, through that app's credentials.
+    #[serde(
+        default = "crate::app::default_app",
+        skip_serializing_if = "crate::app::is_default_app"
+    )]
+    pub app: String,
     pub topics: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// Empty only for a background push.
+    #[serde(default)]
     pub body: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<String>,
@@ -93,6 +103,33 @@ pub struct Notification {
     pub data: BTreeMap<String, String>,
     #[serde(default)]
     pub dry_run: bool,
+    #[serde(default, skip_serializing_if = "is_alert")]
+    pub push_type: PushType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub badge: Option<u32>,
+    /// Absent: the default sound; `Some(None)` (`null`): silent.
+    #[serde(
+        default,
+        deserialize_with = "sound_field",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub sound: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interruption_level: Option<InterruptionLevel>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relevance_score: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub android_channel_id: Option<String>,
+    /// Texts per language tag (lower case once validated); a device gets
+    /// the most specific match, else `title` and `body`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub localizations: BTreeMap<String, LocalizedText>,
+}
+
+fn is_alert(push_type: &PushType) -> bool {
+    push_type.is_alert()
 }
 
 fn default_ttl() -> u32 {
@@ -100,7 +137,7 @@ fn default_ttl() -> u32 {
 }
 
 /// Why a notification was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PayloadError {
     #[error("a notification needs at least one topic")]
     NoTopics,
@@ -108,8 +145,30 @@ pub enum PayloadError {
     TooManyTopics(usize),
     #[error(transparent)]
     Topic(#[from] TopicError),
+    #[error(transparent)]
+    App(#[from] crate::app::AppIdError),
     #[error("the body is empty; an alert needs text")]
     EmptyBody,
+    #[error("a background push shows nothing, so it takes no {0}; send an alert to show it")]
+    NotForBackground(&'static str),
+    #[error("badge is {0}; the largest badge is {max}", max = crate::presentation::MAX_BADGE)]
+    BadgeTooLarge(u32),
+    #[error("relevance_score is {0}; it must be from 0 to 1")]
+    RelevanceScore(f64),
+    #[error("localizations: {0}")]
+    Locale(#[from] LocaleError),
+    #[error("localizations name {0:?} twice (tags are compared without regard to case)")]
+    DuplicateLocale(String),
+    #[error("a notification carries at most {MAX_LOCALIZATIONS} localizations; got {0}")]
+    TooManyLocalizations(usize),
+    #[error("the body of localization {0:?} is empty")]
+    EmptyLocalizedBody(String),
+    #[error("{0} holds {1:?}; it takes printable ASCII only")]
+    NameCharacter(&'static str, char),
+    #[error("{0} is empty; leave it out instead")]
+    EmptyName(&'static str),
+    #[error("{0} is {1} bytes; the limit is {max}", max = crate::presentation::MAX_NAME_BYTES)]
+    NameTooLong(&'static str, usize),
     #[error("{field} {reason}")]
     Url { field: &'static str, reason: String },
     #[error("ttl_seconds is {0}; the most the providers accept is {MAX_TTL_SECONDS} (28 days)")]
@@ -146,6 +205,31 @@ fn check_text(field: &'static str, value: &str) -> Result<(), PayloadError> {
 }
 
 impl Notification {
+    /// An alert with `body` for `topics`, every other field at its default.
+    pub fn alert(topics: Vec<String>, body: impl Into<String>) -> Self {
+        Notification {
+            app: crate::app::default_app(),
+            topics,
+            title: None,
+            body: body.into(),
+            link: None,
+            image_url: None,
+            priority: Priority::default(),
+            ttl_seconds: DEFAULT_TTL_SECONDS,
+            collapse_key: None,
+            data: BTreeMap::new(),
+            dry_run: false,
+            push_type: PushType::Alert,
+            badge: None,
+            sound: None,
+            category: None,
+            interruption_level: None,
+            relevance_score: None,
+            android_channel_id: None,
+            localizations: BTreeMap::new(),
+        }
+    }
+
     /// Checks every rule and returns the notification with its topics
     /// de-duplicated (first occurrence kept), ready to be stored and sent.
     pub fn validated(mut self) -> Result<Self, PayloadError> {
@@ -159,12 +243,15 @@ impl Notification {
         if self.topics.is_empty() {
             return Err(PayloadError::NoTopics);
         }
+        crate::app::validate_app(&self.app)?;
         for topic in &self.topics {
             validate_topic(topic)?;
         }
-        if self.body.trim().is_empty() {
+        if self.push_type.is_alert() && self.body.trim().is_empty() {
             return Err(PayloadError::EmptyBody);
         }
+        self.check_presentation()?;
+        self.localizations = normalized_localizations(std::mem::take(&mut self.localizations))?;
         check_text("body", &self.body)?;
         if let Some(title) = &self.title {
             check_text("title", title)?;
@@ -198,6 +285,14 @@ impl Notification {
         for key in self.data.keys() {
             check_data_key(key)?;
         }
+        self.check_sizes()?;
+        for key in self.localizations.keys() {
+            self.localized(Some(key)).check_sizes()?;
+        }
+        Ok(self)
+    }
+
+    fn check_sizes(&self) -> Result<(), PayloadError> {
         let apns = self.apns_payload_bytes();
         if apns > APNS_MAX_PAYLOAD_BYTES {
             return Err(PayloadError::ApnsTooLarge(apns));
@@ -206,36 +301,87 @@ impl Notification {
         if fcm > FCM_MAX_PAYLOAD_BYTES {
             return Err(PayloadError::FcmTooLarge(fcm));
         }
-        Ok(self)
+        Ok(())
     }
 
-    /// Size of the APNs JSON body the dispatcher sends for this notification:
-    /// `aps.alert` with title and body, `thread-id` from the collapse key,
-    /// `mutable-content` (1 when an image is attached), then the custom keys.
-    pub fn apns_payload_bytes(&self) -> usize {
-        // The shape `a2` gives it: a bare string alert without a title, and
-        // `mutable-content` always present.
-        let alert = match &self.title {
-            Some(title) => json!({"title": title, "body": self.body}),
-            None => json!(self.body),
+    /// The notification as a device whose best match is `locale` (a key of
+    /// `localizations`, or `None` for the default text) gets it: that
+    /// text, and no localizations left to carry.
+    pub fn localized(&self, locale: Option<&str>) -> Notification {
+        let mut one = Notification {
+            localizations: BTreeMap::new(),
+            ..self.clone()
         };
+        if let Some(text) = locale.and_then(|key| self.localizations.get(key)) {
+            one.title = text.title.clone();
+            one.body = text.body.clone();
+        }
+        one
+    }
+
+    /// Size of the APNs JSON body the dispatcher sends for this notification.
+    /// An alert: `aps.alert` with title and body, `badge`, `sound`,
+    /// `category`, `mutable-content` (1 when an image is attached),
+    /// `thread-id` from the collapse key, `interruption-level`,
+    /// `relevance-score`. A background push: `aps.content-available` only.
+    /// Then the custom keys.
+    pub fn apns_payload_bytes(&self) -> usize {
         let mut aps = Map::new();
-        aps.insert("alert".into(), alert);
-        aps.insert("sound".into(), json!("default"));
-        aps.insert(
-            "mutable-content".into(),
-            json!(u8::from(self.image_url.is_some())),
-        );
-        if let Some(key) = &self.collapse_key {
-            aps.insert("thread-id".into(), json!(key));
+        if self.push_type.is_alert() {
+            // The shape `a2` gives it: a bare string alert without a title,
+            // and `mutable-content` always present.
+            let alert = match &self.title {
+                Some(title) => json!({"title": title, "body": self.body}),
+                None => json!(self.body),
+            };
+            aps.insert("alert".into(), alert);
+            if let Some(badge) = self.badge {
+                aps.insert("badge".into(), json!(badge));
+            }
+            if let Some(sound) = self.sound_name() {
+                aps.insert("sound".into(), json!(sound));
+            }
+            if let Some(category) = &self.category {
+                aps.insert("category".into(), json!(category));
+            }
+            aps.insert(
+                "mutable-content".into(),
+                json!(u8::from(self.image_url.is_some())),
+            );
+            if let Some(key) = &self.collapse_key {
+                aps.insert("thread-id".into(), json!(key));
+            }
+            if let Some(level) = self.interruption_level {
+                aps.insert("interruption-level".into(), json!(level.apns_name()));
+            }
+            if let Some(score) = self.relevance_score {
+                aps.insert("relevance-score".into(), json!(score));
+            }
+        } else {
+            aps.insert("content-available".into(), json!(1));
         }
         let mut root = self.custom_keys();
         root.insert("aps".into(), Value::Object(aps));
         json_len(&Value::Object(root))
     }
 
-    /// Size of the FCM `notification` and `data` objects the dispatcher sends.
+    /// Size of what FCM counts against its limit: the `notification`, the
+    /// `android.notification` and the `data` objects the dispatcher sends.
     pub fn fcm_payload_bytes(&self) -> usize {
+        let mut root = Map::new();
+        if self.push_type.is_alert() {
+            root.insert("notification".into(), Value::Object(self.fcm_notification()));
+            root.insert(
+                "android_notification".into(),
+                Value::Object(self.fcm_android_notification()),
+            );
+        }
+        root.insert("data".into(), Value::Object(self.custom_keys()));
+        json_len(&Value::Object(root))
+    }
+
+    /// FCM's `notification` object: title, body and image.
+    pub fn fcm_notification(&self) -> Map<String, Value> {
         let mut notification = Map::new();
         if let Some(title) = &self.title {
             notification.insert("title".into(), json!(title));
@@ -244,8 +390,30 @@ impl Notification {
         if let Some(image) = &self.image_url {
             notification.insert("image".into(), json!(image));
         }
-        let root = json!({"notification": notification, "data": self.custom_keys()});
-        json_len(&root)
+        notification
+    }
+
+    /// FCM's `android.notification` object: the named sound (the channel's
+    /// own otherwise), `click_action` from the category, the channel, the
+    /// badge count and the priority from the interruption level.
+    pub fn fcm_android_notification(&self) -> Map<String, Value> {
+        let mut android = Map::new();
+        if let Some(Some(sound)) = &self.sound {
+            android.insert("sound".into(), json!(sound));
+        }
+        if let Some(category) = &self.category {
+            android.insert("click_action".into(), json!(category));
+        }
+        if let Some(channel) = &self.android_channel_id {
+            android.insert("channel_id".into(), json!(channel));
+        }
+        if let Some(badge) = self.badge {
+            android.insert("notification_count".into(), json!(badge));
+        }
+        if let Some(level) = self.interruption_level {
+            android.insert("notification_priority".into(), json!(level.android_priority()));
+        }
+        android
     }
 
     /// The custom key/value pairs delivered beside the alert on both
@@ -264,6 +432,31 @@ impl Notification {
         }
         keys
     }
+}
+
+/// The localizations with their tags checked and lower-cased, and their
+/// texts checked as the default text is.
+fn normalized_localizations(
+    localizations: BTreeMap<String, LocalizedText>,
+) -> Result<BTreeMap<String, LocalizedText>, PayloadError> {
+    if localizations.len() > MAX_LOCALIZATIONS {
+        return Err(PayloadError::TooManyLocalizations(localizations.len()));
+    }
+    let mut normalized = BTreeMap::new();
+    for (tag, text) in localizations {
+        let key = normalize_locale(&tag)?;
+        if text.body.trim().is_empty() {
+            return Err(PayloadError::EmptyLocalizedBody(tag));
+        }
+        check_text("a localized body", &text.body)?;
+        if let Some(title) = &text.title {
+            check_text("a localized title", title)?;
+        }
+        if normalized.insert(key, text).is_some() {
+            return Err(PayloadError::DuplicateLocale(tag));
+        }
+    }
+    Ok(normalized)
 }
 
 fn json_len(value: &Value) -> usize {
@@ -327,8 +520,53 @@ pub(crate) mod tests {
             ttl_seconds: 3600,
             collapse_key: Some("breaking".into()),
             data: BTreeMap::from([("section".into(), "world".into())]),
-            dry_run: false,
+            ..Notification::alert(Vec::new(), "")
         }
+    }
+
+    #[test]
+    fn localizations_are_checked_lower_cased_and_each_fits_the_limits() {
+        let text = |body: &str| LocalizedText {
+            title: Some("Titre".into()),
+            body: body.into(),
+        };
+        let mut n = sample();
+        n.localizations.insert("fr-CA".into(), text("Au Canada"));
+        n.localizations.insert("fr".into(), text("En France"));
+        let valid = n.clone().validated().unwrap();
+        assert_eq!(valid.localizations.keys().collect::<Vec<_>>(), ["fr", "fr-ca"]);
+        let canadian = valid.localized(Some("fr-ca"));
+        assert_eq!(canadian.body, "Au Canada");
+        assert!(canadian.localizations.is_empty());
+        assert_eq!(valid.localized(None).body, sample().body);
+
+        let mut twice = n.clone();
+        twice.localizations.insert("FR".into(), text("x"));
+        assert!(matches!(twice.validated(), Err(PayloadError::DuplicateLocale(_))));
+        let mut bad_tag = n.clone();
+        bad_tag.localizations.insert("fr_CA".into(), text("x"));
+        assert!(matches!(bad_tag.validated(), Err(PayloadError::Locale(_))));
+        let mut empty = n.clone();
+        empty.localizations.insert("de".into(), text(" "));
+        assert_eq!(
+            empty.validated(),
+            Err(PayloadError::EmptyLocalizedBody("de".into()))
+        );
+        let mut long = n.clone();
+        long.localizations.insert("de".into(), text(&"x".repeat(4000)));
+        assert!(matches!(
+            long.validated(),
+            Err(PayloadError::ApnsTooLarge(_) | PayloadError::FcmTooLarge(_))
+        ));
+        let mut background = n;
+        background.push_type = PushType::Background;
+        background.title = None;
+        background.body = String::new();
+        background.image_url = None;
+        assert_eq!(
+            background.validated(),
+            Err(PayloadError::NotForBackground("localizations"))
+        );
     }
 
     #[test]

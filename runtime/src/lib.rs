@@ -5,6 +5,7 @@
 //! to one stage lives in that stage's crate.
 
 pub mod amqp;
+pub mod apps;
 pub mod backoff;
 pub mod db;
 pub mod health;

@@ -21,15 +21,29 @@ export function showCompose(main, editId) {
   const error = $('#compose-error');
   const topicInput = $('#topic-input');
 
+  // Fields the console does not edit (set through the API), carried
+  // unchanged when a scheduled notification is edited.
+  let carried = {};
+
   function message() {
     const value = (id) => $(id).value.trim() || null;
-    return {
+    const badge = $('#badge').value.trim();
+    const fields = {
+      ...carried,
       title: value('#title'),
       body: $('#body').value,
       link: value('#link'),
       image_url: value('#image-url'),
       collapse_key: value('#collapse-key'),
+      badge: badge === '' ? null : Number(badge),
+      category: value('#category'),
+      interruption_level: value('#interruption-level'),
+      android_channel_id: value('#android-channel'),
     };
+    const sound = $('#sound').value;
+    if (sound === 'silent') fields.sound = null;
+    else if (sound === 'named') fields.sound = value('#sound-name');
+    return fields;
   }
 
   function renderChips() {
@@ -126,7 +140,7 @@ export function showCompose(main, editId) {
     }
     const body = {
       topics: [...topics],
-      ...Object.fromEntries(Object.entries(content).filter(([, v]) => v !== null)),
+      ...Object.fromEntries(Object.entries(content).filter(([k, v]) => v !== null || k === 'sound')),
       priority: $('#priority').value,
       lane: $('#lane').value,
       ttl_seconds: Number($('#ttl').value || 3600),
@@ -171,9 +185,23 @@ export function showCompose(main, editId) {
       $('#link').value = m.link ?? '';
       $('#image-url').value = m.image_url ?? '';
       $('#collapse-key').value = m.collapse_key ?? '';
+      $('#badge').value = m.badge ?? '';
+      $('#category').value = m.category ?? '';
+      $('#interruption-level').value = m.interruption_level === 'active' ? '' : (m.interruption_level ?? '');
+      $('#android-channel').value = m.android_channel_id ?? '';
+      const named = typeof m.sound === 'string';
+      $('#sound').value = !('sound' in m) ? 'default' : named ? 'named' : 'silent';
+      $('#sound-name').value = named ? m.sound : '';
+      $('#sound-name').disabled = !named;
+      for (const field of ['push_type', 'relevance_score', 'localizations']) {
+        if (m[field] !== null && m[field] !== undefined) carried[field] = m[field];
+      }
       $('#priority').value = m.priority ?? 'high';
       $('#ttl').value = m.ttl_seconds ?? 3600;
       $('#lane').value = status.lane;
+      // The console sends to the default app; an edit keeps the app the
+      // notification was sent to.
+      if (status.app && status.app !== 'default') carried.app = status.app;
       $('#dry-run').checked = status.dry_run;
       $('#send-at').value = rfc3339ToLocal(status.send_at);
       renderChips();
@@ -198,6 +226,9 @@ export function showCompose(main, editId) {
   $('#topic-add').addEventListener('click', addTopic);
   $('#compose-form').addEventListener('input', () => renderPreview(message()));
   $('#send-at').addEventListener('input', updateButton);
+  $('#sound').addEventListener('change', () => {
+    $('#sound-name').disabled = $('#sound').value !== 'named';
+  });
   $('#compose-form').addEventListener('submit', submit);
   renderPreview(message());
   updateButton();

@@ -15,6 +15,7 @@ use clarion_runtime::PgPool;
 use tokio::sync::oneshot;
 use tracing::{debug, warn};
 
+use crate::store::registrations::DEFAULT_APP;
 use crate::store::topics::{TopicCounts, count};
 
 /// Mailbox bound: one message per API request or planned notification; 256
@@ -82,7 +83,7 @@ impl TopicCounter {
     fn start_lookup(&mut self, topic: String, ctx: &mut Context<Self>) {
         let pool = self.pool.clone();
         let query_topic = topic.clone();
-        let lookup = async move { count(&pool, &query_topic).await };
+        let lookup = async move { count(&pool, DEFAULT_APP, &query_topic).await };
         ctx.spawn(lookup.into_actor(self).map(move |result, counter, _ctx| {
             let result = result.map_err(|err| CountError::Database(err.to_string()));
             match &result {

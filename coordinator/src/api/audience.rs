@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
+use super::registrations::usable_app;
 use super::topics::{TopicSize, size_of};
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
@@ -30,6 +31,8 @@ pub struct AudienceQuery {
         pattern = "^[A-Za-z0-9._~-]+(?:/[A-Za-z0-9._~-]+)*(?:,[A-Za-z0-9._~-]+(?:/[A-Za-z0-9._~-]+)*){0,19}$"
     )]
     pub topics: String,
+    /// The app (`default` when absent).
+    pub app: Option<String>,
 }
 
 /// The devices a send to `topics` would reach.
@@ -65,10 +68,12 @@ pub async fn get_audience(
     query: web::Query<AudienceQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Send)?;
+    let query = query.into_inner();
+    let app = usable_app(&caller, &state, query.app)?;
     let topics = topics_of(&query.topics)?;
     let mut sizes = Vec::with_capacity(topics.len());
     for topic in &topics {
-        sizes.push(size_of(&state, topic.clone()).await?);
+        sizes.push(size_of(&state, &app, topic.clone()).await?);
     }
     let subscriptions: u64 = sizes.iter().map(|size| size.subscribers).sum();
     let largest = sizes.iter().map(|size| size.subscribers).max().unwrap_or(0);
@@ -76,7 +81,7 @@ pub async fn get_audience(
         (subscriptions, true)
     } else {
         let shard_end = shards_to_sample(subscriptions);
-        let found = distinct_devices(&state.pool, &topics, shard_end).await?;
+        let found = distinct_devices(&state.pool, &app, &topics, shard_end).await?;
         let scaled = found * u64::from(SHARD_SPACE) / shard_end as u64;
         (
             scaled.clamp(largest, subscriptions),

@@ -6,12 +6,15 @@
 //! `send_at`. (That a `send_at` must lie in the next 30 days is said in
 //! words: a schema cannot compare with the present.)
 
+use clarion_proto::app::{APP_ID_PATTERN, MAX_APP_ID_BYTES};
+use clarion_proto::locale::{LOCALE_PATTERN, MAX_LOCALE_BYTES, MAX_LOCALIZATIONS};
 use clarion_proto::payload::{
     BODY_PATTERN, COLLAPSE_KEY_PATTERN, MAX_COLLAPSE_KEY_BYTES, MAX_IMAGE_URL_BYTES,
     MAX_TOPICS_PER_NOTIFICATION, MAX_TTL_SECONDS, MAX_URL_BYTES, RESERVED_DATA_KEY_PATTERN, TEXT_PATTERN,
     URL_PATTERN,
 };
 use clarion_proto::platform::{APNS_TOKEN_HEX_LEN, FCM_TOKEN_MAX_LEN, FCM_TOKEN_MIN_LEN, TOKEN_PATTERN};
+use clarion_proto::presentation::{MAX_BADGE, MAX_NAME_BYTES, NAME_PATTERN};
 use clarion_proto::topic::{MAX_TOPIC_LEN, TOPIC_PATTERN};
 use serde_json::{Value, json};
 
@@ -26,6 +29,18 @@ fn topic() -> Value {
             "`/`-separated segments of letters, digits, `-`, `_`, `.` and `~`, at most {MAX_TOPIC_LEN} bytes"
         ),
     })
+}
+
+/// An app id.
+fn app() -> Value {
+    let mut schema = app_rule();
+    schema["type"] = json!("string");
+    schema
+}
+
+/// The rule of an app id, for a field whose type (nullable) is stated.
+fn app_rule() -> Value {
+    json!({"pattern": APP_ID_PATTERN, "maxLength": MAX_APP_ID_BYTES})
 }
 
 /// A device token in a path.
@@ -96,6 +111,48 @@ pub fn state_limits(doc: &mut Value, max_topics_per_device: u32) {
             },
         }),
     );
+    let name = json!({"pattern": NAME_PATTERN, "maxLength": MAX_NAME_BYTES});
+    for field in ["category", "android_channel_id"] {
+        merge(doc, &format!("{send}/{field}"), name.clone());
+    }
+    merge(doc, &format!("{send}/sound"), name);
+    merge(
+        doc,
+        &format!("{send}/badge"),
+        json!({"minimum": 0, "maximum": MAX_BADGE}),
+    );
+    merge(
+        doc,
+        &format!("{send}/relevance_score"),
+        json!({"minimum": 0, "maximum": 1}),
+    );
+    merge(
+        doc,
+        &format!("{send}/push_type"),
+        json!({"enum": ["alert", "background", null]}),
+    );
+    merge(
+        doc,
+        &format!("{send}/interruption_level"),
+        json!({"enum": ["passive", "active", "time-sensitive", null]}),
+    );
+    merge(
+        doc,
+        &format!("{send}/localizations"),
+        json!({
+            "maxProperties": MAX_LOCALIZATIONS,
+            "propertyNames": {"pattern": LOCALE_PATTERN, "maxLength": MAX_LOCALE_BYTES},
+        }),
+    );
+    let localized = "/components/schemas/LocalizedBody/properties";
+    merge(doc, &format!("{localized}/title"), text.clone());
+    merge(
+        doc,
+        &format!("{localized}/body"),
+        json!({"pattern": BODY_PATTERN}),
+    );
+    merge(doc, &format!("{send}/app"), app_rule());
+    state_background_rule(doc);
     // A replacement is a send request that must say when (`send_at`, not
     // null).
     if let Some(schema) = doc
@@ -109,6 +166,12 @@ pub fn state_limits(doc: &mut Value, max_topics_per_device: u32) {
         });
     }
     let register = "/components/schemas/RegistrationRequest/properties";
+    merge(doc, &format!("{register}/app"), app_rule());
+    merge(
+        doc,
+        &format!("{register}/locale"),
+        json!({"pattern": LOCALE_PATTERN, "maxLength": MAX_LOCALE_BYTES}),
+    );
     merge(
         doc,
         &format!("{register}/platform"),
@@ -130,6 +193,48 @@ pub fn state_limits(doc: &mut Value, max_topics_per_device: u32) {
     );
 }
 
+/// An alert needs a `body`; a background push takes none of the fields that
+/// show something, and no `high` priority.
+fn state_background_rule(doc: &mut Value) {
+    let Some(schema) = doc
+        .pointer_mut("/components/schemas/SendRequest")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    let shown = [
+        "title",
+        "body",
+        "image_url",
+        "badge",
+        "category",
+        "interruption_level",
+        "relevance_score",
+        "android_channel_id",
+    ];
+    let mut forbidden: Vec<Value> = shown
+        .iter()
+        .map(|field| json!({"required": [field], "properties": {*field: {"not": {"type": "null"}}}}))
+        .collect();
+    forbidden
+        .push(json!({"required": ["localizations"], "properties": {"localizations": {"minProperties": 1}}}));
+    schema.insert(
+        "if".into(),
+        json!({"required": ["push_type"], "properties": {"push_type": {"const": "background"}}}),
+    );
+    schema.insert(
+        "then".into(),
+        json!({
+            "properties": {
+                "sound": {"type": "null"},
+                "priority": {"enum": ["normal", null]},
+            },
+            "not": {"anyOf": forbidden},
+        }),
+    );
+    schema.insert("else".into(), json!({"required": ["body"]}));
+}
+
 /// Every `token` and `topic` path parameter gets its format.
 fn state_path_parameters(doc: &mut Value) {
     let Some(paths) = doc.pointer_mut("/paths").and_then(Value::as_object_mut) else {
@@ -144,6 +249,10 @@ fn state_path_parameters(doc: &mut Value) {
                 let (schema, description) = match parameter["name"].as_str() {
                     Some("token") => (token(), token_description()),
                     Some("topic") => (topic(), "Topic name; may contain `/`".to_owned()),
+                    Some("app") => (
+                        app(),
+                        "The app (`default` when absent): `default` or one of CLARION_APPS_FILE".to_owned(),
+                    ),
                     _ => continue,
                 };
                 parameter["schema"] = schema;

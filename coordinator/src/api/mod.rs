@@ -16,6 +16,7 @@ pub mod registrations;
 pub mod replace;
 pub mod topics;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::Addr;
@@ -23,6 +24,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use clarion_proto::Names;
 use clarion_runtime::PgPool;
 use clarion_runtime::amqp::publisher::Publisher;
+use clarion_runtime::apps::AppsFile;
 use clarion_runtime::health;
 
 use crate::actors::job_relay::JobRelay;
@@ -51,6 +53,29 @@ pub struct AppState {
     pub topic_count_max_age: Duration,
     /// The OpenAPI document served (built once, with the limits in force).
     pub openapi: String,
+    /// The apps served beside `default` (`CLARION_APPS_FILE`).
+    pub apps: Arc<AppsFile>,
+}
+
+impl AppState {
+    /// Ok when `caller` may use `app` (403 otherwise) and the installation
+    /// serves it (422 naming the apps it serves otherwise).
+    pub fn check_app(&self, caller: &crate::auth::Caller, app: &str) -> Result<(), ApiError> {
+        caller.check_app(app)?;
+        self.check_app_exists(app)
+    }
+
+    /// Ok when the installation serves `app`; a 422 naming the apps it
+    /// serves otherwise.
+    fn check_app_exists(&self, app: &str) -> Result<(), ApiError> {
+        if self.apps.knows(app) {
+            return Ok(());
+        }
+        Err(ApiError::Invalid(format!(
+            "app `{app}` is not one this installation serves: {} (CLARION_APPS_FILE)",
+            self.apps.ids().join(", ")
+        )))
+    }
 }
 
 /// Registers every route of the API on an actix-web app.

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use actix_web::http::header::{self, ETAG, EntityTag, IfNoneMatch};
 use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use chrono::{DateTime, Utc};
-use clarion_proto::{Notification, Priority};
+use clarion_proto::presentation::sound_field;
+use clarion_proto::{InterruptionLevel, LocalizedText, Notification, Priority, PushType};
 use clarion_runtime::amqp::control::publish_cancel;
 use clarion_runtime::db::DbError;
 use serde::{Deserialize, Serialize};
@@ -26,19 +27,29 @@ use crate::sending::{Accepted, Sending, accept};
 use crate::store::audit::{self, Action};
 use crate::store::notifications::{self as store, Cancel, PlatformDelivery, StoredNotification};
 
-/// A breaking-news alert for one or more topics. No text field may hold a
-/// control character other than tab, newline and carriage return (422).
+/// A breaking-news alert (or a silent background update) for one or more
+/// topics. No text field may hold a control character other than tab,
+/// newline and carriage return (422). A `background` push shows nothing:
+/// it takes no `title`, `body`, `image_url`, `badge`, named `sound`,
+/// `category`, `interruption_level`, `relevance_score` or
+/// `android_channel_id`, and goes at `normal` priority.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendRequest {
     /// Idempotency key: the same id is sent at most once. Generated when absent.
     pub id: Option<Uuid>,
+    /// The app whose devices get it (`default` when absent): one the
+    /// installation serves (`CLARION_APPS_FILE`), through its credentials.
+    #[schema(example = "default")]
+    pub app: Option<String>,
     /// 1 to 20 topics; a device following several gets one push.
     #[schema(example = json!(["breaking/uk", "breaking/us"]))]
     pub topics: Vec<String>,
     #[schema(example = "Breaking")]
     pub title: Option<String>,
+    /// The alert's text; required for an alert, absent for a background push.
     #[schema(example = "Something happened")]
+    #[serde(default)]
     pub body: String,
     /// Opened when the alert is tapped (http or https).
     pub link: Option<String>,
@@ -71,6 +82,55 @@ pub struct SendRequest {
     /// example is given: any fixed time leaves that window).
     #[schema(value_type = Option<String>, format = DateTime)]
     pub send_at: Option<String>,
+    /// `alert` (the default) shows the text; `background` wakes the app
+    /// silently to refresh its content: APNs `apns-push-type: background`,
+    /// priority 5 and `content-available: 1`; FCM a data-only message at
+    /// normal priority.
+    #[schema(value_type = Option<String>, example = "alert")]
+    pub push_type: Option<String>,
+    /// The number on the app icon (iOS `aps.badge`, Android
+    /// `notification_count`).
+    #[schema(value_type = Option<u32>, example = 3)]
+    pub badge: Option<serde_json::Number>,
+    /// The sound's file name in the app bundle (iOS) or raw resources
+    /// (Android); absent plays the default sound (on Android the
+    /// channel's), `null` plays none.
+    #[serde(default, deserialize_with = "sound_field")]
+    #[schema(value_type = Option<String>, example = "default")]
+    pub sound: Option<Option<String>>,
+    /// The actions offered with the alert: the iOS notification category
+    /// (`aps.category`) and the Android `click_action`.
+    #[schema(example = "NEWS_STORY")]
+    pub category: Option<String>,
+    /// iOS: `passive` (quietly into the list), `active` (the default) or
+    /// `time-sensitive` (through Focus). Android: notification priority
+    /// low, default or high.
+    #[schema(value_type = Option<String>, example = "time-sensitive")]
+    pub interruption_level: Option<String>,
+    /// iOS: how the alert ranks in the notification summary, 0 to 1.
+    #[schema(example = 0.8)]
+    pub relevance_score: Option<f64>,
+    /// Android: the notification channel it is posted to.
+    #[schema(example = "breaking_news")]
+    pub android_channel_id: Option<String>,
+    /// Texts by language (BCP 47 tag → title and body): a device whose
+    /// registration names a `locale` gets the most specific match (`fr-CA`,
+    /// then `fr`), any other the default `title` and `body`. Tags are
+    /// compared without regard to case (so `fr` and `FR` may not both be
+    /// given); at most 50.
+    #[serde(default)]
+    #[schema(example = json!({"fr": {"title": "Dernière minute", "body": "Il s'est passé quelque chose"}}))]
+    pub localizations: BTreeMap<String, LocalizedBody>,
+}
+
+/// One language's text of a notification.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LocalizedBody {
+    #[schema(example = "Dernière minute")]
+    pub title: Option<String>,
+    #[schema(example = "Il s'est passé quelque chose")]
+    pub body: String,
 }
 
 /// A whole number that fits a `u32`, written as JSON writes it: JSON Schema
@@ -79,19 +139,50 @@ fn whole_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Opt
     let Some(number) = Option::<serde_json::Number>::deserialize(deserializer)? else {
         return Ok(None);
     };
-    let whole = number.as_u64().or_else(|| {
-        number
-            .as_f64()
-            .filter(|n| n.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(n))
-            .map(|n| n as u64)
-    });
-    match whole.and_then(|n| u32::try_from(n).ok()) {
+    match whole_u32(&number) {
         Some(n) => Ok(Some(n)),
         None => Err(serde::de::Error::custom(format!(
             "expected a whole number from 0 to {}, got {number}",
             u32::MAX
         ))),
     }
+}
+
+/// The notification validated, for an app that exists and that the key
+/// may use, and for topics the key may send to.
+pub(super) fn admit(
+    caller: &Caller,
+    state: &AppState,
+    notification: Notification,
+) -> Result<Notification, ApiError> {
+    let notification = notification
+        .validated()
+        .map_err(|err| ApiError::Invalid(err.to_string()))?;
+    state.check_app(caller, &notification.app)?;
+    caller.check_topics(&notification.topics)?;
+    Ok(notification)
+}
+
+/// `number` as a `u32` when it is a whole number in range (`3.0` is 3).
+fn whole_u32(number: &serde_json::Number) -> Option<u32> {
+    let whole = number.as_u64().or_else(|| {
+        number
+            .as_f64()
+            .filter(|n| n.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(n))
+            .map(|n| n as u64)
+    });
+    whole.and_then(|n| u32::try_from(n).ok())
+}
+
+/// One of a field's names (`alert`, `time-sensitive`, …) read as its value.
+fn read_name<T: serde::de::DeserializeOwned>(name: &str) -> Option<T> {
+    serde_json::from_value(serde_json::Value::String(name.to_owned())).ok()
+}
+
+/// A 422 naming the field, the value (cut short) and the values it takes.
+fn invalid_choice(field: &str, value: &str, choices: &str) -> ApiError {
+    let value: String = value.chars().take(32).collect();
+    ApiError::Invalid(format!("{field} {value:?} is not one of {choices}"))
 }
 
 /// A send request read: its parts, the notification not validated yet,
@@ -116,19 +207,67 @@ impl SendRequest {
                 ))
             })?,
         };
+        let push_type = match self.push_type.as_deref() {
+            None => PushType::default(),
+            Some(name) => {
+                read_name(name).ok_or_else(|| invalid_choice("push_type", name, "alert, background"))?
+            }
+        };
+        let interruption_level = match self.interruption_level.as_deref() {
+            None => None,
+            Some(name) => Some(read_name::<InterruptionLevel>(name).ok_or_else(|| {
+                invalid_choice("interruption_level", name, "passive, active, time-sensitive")
+            })?),
+        };
+        let badge = match self.badge {
+            None => None,
+            Some(number) => Some(whole_u32(&number).ok_or_else(|| {
+                ApiError::Invalid(format!("badge is {number}; it must be a whole number from 0"))
+            })?),
+        };
+        // Apple and Google both take background pushes at normal priority
+        // only: the default follows, an explicit `high` is refused.
+        let priority = match (push_type, self.priority) {
+            (PushType::Background, Some(Priority::High)) => {
+                return Err(ApiError::Invalid(
+                    "a background push goes at normal priority: Apple and Google refuse high".into(),
+                ));
+            }
+            (PushType::Background, _) => Priority::Normal,
+            (PushType::Alert, priority) => priority.unwrap_or_default(),
+        };
         let notification = Notification {
+            app: self.app.unwrap_or_else(clarion_proto::app::default_app),
             topics: self.topics,
             title: self.title,
             body: self.body,
             link: self.link,
             image_url: self.image_url,
-            priority: self.priority.unwrap_or_default(),
+            priority,
             ttl_seconds: self
                 .ttl_seconds
                 .unwrap_or(clarion_proto::payload::DEFAULT_TTL_SECONDS),
             collapse_key: self.collapse_key,
             data: self.data,
             dry_run: self.dry_run,
+            push_type,
+            badge,
+            sound: self.sound,
+            category: self.category,
+            interruption_level,
+            relevance_score: self.relevance_score,
+            android_channel_id: self.android_channel_id,
+            localizations: self
+                .localizations
+                .into_iter()
+                .map(|(tag, text)| {
+                    let text = LocalizedText {
+                        title: text.title,
+                        body: text.body,
+                    };
+                    (tag, text)
+                })
+                .collect(),
         };
         Ok(ReadRequest {
             id: self.id,
@@ -227,6 +366,20 @@ pub struct MessageBody {
     pub ttl_seconds: u32,
     pub collapse_key: Option<String>,
     pub data: BTreeMap<String, String>,
+    #[schema(value_type = String, example = "alert")]
+    pub push_type: PushType,
+    pub badge: Option<u32>,
+    /// As sent: absent for the default sound, null for none, or its name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub sound: Option<Option<String>>,
+    pub category: Option<String>,
+    #[schema(value_type = Option<String>, example = "time-sensitive")]
+    pub interruption_level: Option<InterruptionLevel>,
+    pub relevance_score: Option<f64>,
+    pub android_channel_id: Option<String>,
+    /// Texts by lower-case language tag.
+    pub localizations: BTreeMap<String, LocalizedBody>,
 }
 
 impl MessageBody {
@@ -240,6 +393,24 @@ impl MessageBody {
             ttl_seconds: notification.ttl_seconds,
             collapse_key: notification.collapse_key.clone(),
             data: notification.data.clone(),
+            push_type: notification.push_type,
+            badge: notification.badge,
+            sound: notification.sound.clone(),
+            category: notification.category.clone(),
+            interruption_level: notification.interruption_level,
+            relevance_score: notification.relevance_score,
+            android_channel_id: notification.android_channel_id.clone(),
+            localizations: notification
+                .localizations
+                .iter()
+                .map(|(tag, text)| {
+                    let text = LocalizedBody {
+                        title: text.title.clone(),
+                        body: text.body.clone(),
+                    };
+                    (tag.clone(), text)
+                })
+                .collect(),
         }
     }
 }
@@ -255,6 +426,9 @@ pub struct NotificationStatus {
     /// W3C trace id of the send, when traced.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
+    /// The app whose devices it reaches.
+    #[schema(example = "default")]
+    pub app: String,
     pub topics: Vec<String>,
     pub message: MessageBody,
     /// `urgent`, `standard` or `bulk`.
@@ -316,6 +490,7 @@ impl NotificationStatus {
             status: stored.status.as_str().to_owned(),
             trace_id: stored.trace_id,
             message: MessageBody::of(&stored.notification),
+            app: stored.notification.app,
             topics: stored.notification.topics,
             lane: stored.lane,
             dry_run: stored.notification.dry_run,
@@ -432,10 +607,7 @@ pub async fn send_notification(
         send_at,
     } = body.into_inner().into_notification()?;
     caller.check_lane(lane)?;
-    let notification = notification
-        .validated()
-        .map_err(|err| ApiError::Invalid(err.to_string()))?;
-    caller.check_topics(&notification.topics)?;
+    let notification = admit(&caller, &state, notification)?;
     // A retry of an id already stored sends nothing (a replay, or a
     // conflict): it does not count against the key's allowance, so a
     // client that lost its 202 can always ask again — even once its

@@ -5,21 +5,26 @@ use std::collections::HashSet;
 use actix_web::{HttpResponse, delete, get, put, web};
 use chrono::{DateTime, Utc};
 use clarion_proto::platform::{canonical_token, is_plausible_token, normalize_token, token_prefix};
-use clarion_proto::{ApnsEnvironment, Platform, validate_topic};
+use clarion_proto::{ApnsEnvironment, Platform, normalize_locale, validate_topic};
 use serde::{Deserialize, Serialize};
 use tracing::debug;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
 use crate::store::StoreError;
-use crate::store::registrations::{self as store, StoredRegistration};
+use crate::store::registrations::{self as store, Device, StoredRegistration};
 
 /// The topics a device follows, replacing whatever it followed before.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RegistrationRequest {
+    /// The app the device runs (`default` when absent): a token registered
+    /// under two apps is two registrations.
+    #[serde(default)]
+    #[schema(example = "default")]
+    pub app: Option<String>,
     /// `ios` or `android`.
     #[schema(example = "ios")]
     pub platform: String,
@@ -30,11 +35,18 @@ pub struct RegistrationRequest {
     #[serde(default)]
     #[schema(example = "production")]
     pub environment: Option<String>,
+    /// The device's language (BCP 47, e.g. `fr-CA`): a notification's
+    /// `localizations` are matched against it, the most specific first.
+    #[serde(default)]
+    #[schema(example = "fr-CA")]
+    pub locale: Option<String>,
 }
 
 /// A registration as stored.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Registration {
+    #[schema(example = "default")]
+    pub app: String,
     pub token: String,
     #[schema(value_type = String, example = "ios")]
     pub platform: Platform,
@@ -42,6 +54,10 @@ pub struct Registration {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, example = "production")]
     pub environment: Option<ApnsEnvironment>,
+    /// The device's language tag, in lower case; absent when not given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "fr-ca")]
+    pub locale: Option<String>,
     /// Sorted topic names.
     pub topics: Vec<String>,
     pub created_at: DateTime<Utc>,
@@ -52,8 +68,10 @@ impl From<StoredRegistration> for Registration {
     fn from(stored: StoredRegistration) -> Self {
         Self {
             environment: (stored.platform == Platform::Ios).then_some(stored.environment),
+            app: stored.app,
             token: stored.token,
             platform: stored.platform,
+            locale: stored.locale,
             topics: stored.topics,
             created_at: stored.created_at,
             updated_at: stored.updated_at,
@@ -74,7 +92,7 @@ impl From<StoredRegistration> for Registration {
         (status = 403, description = "The key lacks the `register` scope", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Unknown platform, implausible token, bad topics", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Unknown platform, implausible token, bad topics or locale", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[put("/api/v1/registrations/{token}")]
@@ -86,6 +104,7 @@ pub async fn put_registration(
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Register)?;
     let body = body.into_inner();
+    let app = usable_app(&caller, &state, body.app)?;
     let platform: Platform = body.platform.parse().map_err(invalid)?;
     let environment = match (platform, body.environment.as_deref()) {
         (_, None) => ApnsEnvironment::Production,
@@ -96,9 +115,20 @@ pub async fn put_registration(
             ));
         }
     };
+    let locale = body
+        .locale
+        .as_deref()
+        .map(normalize_locale)
+        .transpose()
+        .map_err(invalid)?;
     let token = normalize_token(platform, &token).map_err(invalid)?;
     let topics = validated_topics(body.topics, state.max_topics_per_device)?;
-    let stored = store::replace(&state.pool, &token, platform, environment, &topics).await?;
+    let device = Device {
+        platform,
+        environment,
+        locale,
+    };
+    let stored = store::replace(&state.pool, &app, &token, &device, &topics).await?;
     debug!(token = %token_prefix(&token), %platform, topics = stored.topics.len(), "registered device");
     Ok(HttpResponse::Ok().json(Registration::from(stored)))
 }
@@ -107,7 +137,7 @@ pub async fn put_registration(
 #[utoipa::path(
     tag = "registrations",
     security(("api_key" = [])),
-    params(("token" = String, Path, description = "Device token")),
+    params(("token" = String, Path, description = "Device token"), AppQuery),
     responses(
         (status = 200, body = Registration),
         (status = 401, body = Problem, content_type = "application/problem+json"),
@@ -121,10 +151,12 @@ pub async fn get_registration(
     caller: Caller,
     state: web::Data<AppState>,
     token: web::Path<String>,
+    query: web::Query<AppQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Register)?;
+    let app = usable_app(&caller, &state, query.into_inner().app)?;
     let token = lookup_token(&token)?;
-    let stored = store::get(&state.pool, &token)
+    let stored = store::get(&state.pool, &app, &token)
         .await?
         .ok_or(StoreError::UnknownToken)?;
     Ok(HttpResponse::Ok().json(Registration::from(stored)))
@@ -134,7 +166,7 @@ pub async fn get_registration(
 #[utoipa::path(
     tag = "registrations",
     security(("api_key" = [])),
-    params(("token" = String, Path, description = "Device token")),
+    params(("token" = String, Path, description = "Device token"), AppQuery),
     responses(
         (status = 204, description = "Gone (also when it was not registered)"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
@@ -147,10 +179,12 @@ pub async fn delete_registration(
     caller: Caller,
     state: web::Data<AppState>,
     token: web::Path<String>,
+    query: web::Query<AppQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Register)?;
+    let app = usable_app(&caller, &state, query.into_inner().app)?;
     let token = lookup_token(&token)?;
-    let topics = store::delete(&state.pool, &token).await?;
+    let topics = store::delete(&state.pool, &app, &token).await?;
     debug!(token = %token_prefix(&token), topics, "unregistered device");
     Ok(HttpResponse::NoContent().finish())
 }
@@ -162,6 +196,7 @@ pub async fn delete_registration(
     params(
         ("token" = String, Path, description = "Device token"),
         ("topic" = String, Path, description = "Topic name; may contain `/`"),
+        AppQuery,
     ),
     responses(
         (status = 200, description = "The registration with the topic added", body = Registration),
@@ -176,12 +211,14 @@ pub async fn put_topic(
     caller: Caller,
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
+    query: web::Query<AppQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Register)?;
+    let app = usable_app(&caller, &state, query.into_inner().app)?;
     let (token, topic) = path.into_inner();
     let token = lookup_token(&token)?;
     validate_topic(&topic).map_err(invalid)?;
-    let stored = store::add_topic(&state.pool, &token, &topic, state.max_topics_per_device).await?;
+    let stored = store::add_topic(&state.pool, &app, &token, &topic, state.max_topics_per_device).await?;
     Ok(HttpResponse::Ok().json(Registration::from(stored)))
 }
 
@@ -192,6 +229,7 @@ pub async fn put_topic(
     params(
         ("token" = String, Path, description = "Device token"),
         ("topic" = String, Path, description = "Topic name; may contain `/`"),
+        AppQuery,
     ),
     responses(
         (status = 204, description = "No longer followed (also when it was not)"),
@@ -205,13 +243,32 @@ pub async fn delete_topic(
     caller: Caller,
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
+    query: web::Query<AppQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Register)?;
+    let app = usable_app(&caller, &state, query.into_inner().app)?;
     let (token, topic) = path.into_inner();
     let token = lookup_token(&token)?;
     validate_topic(&topic).map_err(invalid)?;
-    store::remove_topic(&state.pool, &token, &topic).await?;
+    store::remove_topic(&state.pool, &app, &token, &topic).await?;
     Ok(HttpResponse::NoContent().finish())
+}
+
+/// Which app a request is about.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AppQuery {
+    /// The app (`default` when absent).
+    pub app: Option<String>,
+}
+
+/// The app named (`default` when none), checked: a valid id, served by
+/// this installation, and one the key may use.
+pub(super) fn usable_app(caller: &Caller, state: &AppState, app: Option<String>) -> Result<String, ApiError> {
+    let app = app.unwrap_or_else(clarion_proto::app::default_app);
+    clarion_proto::validate_app(&app).map_err(invalid)?;
+    state.check_app(caller, &app)?;
+    Ok(app)
 }
 
 /// De-duplicates and checks a topic set. The count is checked as sent, as

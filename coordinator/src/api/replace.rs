@@ -58,10 +58,7 @@ pub async fn replace_notification(
         )));
     }
     caller.check_lane(lane)?;
-    let notification = notification
-        .validated()
-        .map_err(|err| ApiError::Invalid(err.to_string()))?;
-    caller.check_topics(&notification.topics)?;
+    let notification = super::notifications::admit(&caller, &state, notification)?;
     let send_at = send_at.ok_or_else(|| {
         ApiError::Invalid(
             "`send_at` is required: a replacement stays scheduled (to send now, cancel this one and send anew)"

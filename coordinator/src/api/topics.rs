@@ -6,10 +6,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
+use super::registrations::{AppQuery, usable_app};
 use crate::actors::topic_counter::{CountError, GetTopicCounts};
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
-use crate::store::topics::search;
+use crate::store::registrations::DEFAULT_APP;
+use crate::store::topics::{TopicCounts, count, search};
 
 /// Topics a search lists at most, and by default.
 const MAX_LIMIT: u32 = 100;
@@ -29,7 +31,7 @@ pub struct TopicSize {
 #[utoipa::path(
     tag = "topics",
     security(("api_key" = [])),
-    params(("topic" = String, Path, description = "Topic name; may contain `/`")),
+    params(("topic" = String, Path, description = "Topic name; may contain `/`"), AppQuery),
     responses(
         (status = 200, body = TopicSize),
         (status = 401, body = Problem, content_type = "application/problem+json"),
@@ -43,15 +45,25 @@ pub async fn get_topic(
     caller: Caller,
     state: web::Data<AppState>,
     topic: web::Path<String>,
+    query: web::Query<AppQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Send)?;
+    let app = usable_app(&caller, &state, query.into_inner().app)?;
     let topic = topic.into_inner();
     validate_topic(&topic).map_err(|err| ApiError::Invalid(err.to_string()))?;
-    Ok(HttpResponse::Ok().json(size_of(&state, topic).await?))
+    Ok(HttpResponse::Ok().json(size_of(&state, &app, topic).await?))
 }
 
-/// The subscribers of `topic`, from the topic counter's cache.
-pub(super) async fn size_of(state: &AppState, topic: String) -> Result<TopicSize, ApiError> {
+/// The subscribers of `topic` in `app`: from the topic counter's cache for
+/// the default app (whose counts planning uses too), counted on each
+/// request for the others.
+pub(super) async fn size_of(state: &AppState, app: &str, topic: String) -> Result<TopicSize, ApiError> {
+    if app != DEFAULT_APP {
+        let counts = count(&state.pool, app, &topic)
+            .await
+            .map_err(|err| ApiError::Unavailable(err.to_string()))?;
+        return Ok(TopicSize::of(topic, counts));
+    }
     let counts = state
         .topic_counter
         .send(GetTopicCounts {
@@ -62,12 +74,18 @@ pub(super) async fn size_of(state: &AppState, topic: String) -> Result<TopicSize
         .map_err(|_| CountError::Stopped)
         .and_then(|result| result)
         .map_err(|err| ApiError::Unavailable(err.to_string()))?;
-    Ok(TopicSize {
-        topic,
-        subscribers: counts.total(),
-        ios: counts.ios,
-        android: counts.android,
-    })
+    Ok(TopicSize::of(topic, counts))
+}
+
+impl TopicSize {
+    fn of(topic: String, counts: TopicCounts) -> Self {
+        Self {
+            topic,
+            subscribers: counts.total(),
+            ios: counts.ios,
+            android: counts.android,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -80,6 +98,8 @@ pub struct TopicSearch {
     /// Topics listed at most, 1 to 100 (default 20).
     #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u32>,
+    /// The app (`default` when absent).
+    pub app: Option<String>,
 }
 
 /// Topic names found.
@@ -111,6 +131,7 @@ pub async fn search_topics(
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Send)?;
     let query = query.into_inner();
+    let app = usable_app(&caller, &state, query.app)?;
     let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
     if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(ApiError::Invalid(format!("`limit` must be 1 to {MAX_LIMIT}")));
@@ -123,6 +144,6 @@ pub async fn search_topics(
             clarion_proto::topic::MAX_TOPIC_LEN
         )));
     }
-    let topics = search(&state.pool, text.trim(), limit).await?;
+    let topics = search(&state.pool, &app, text.trim(), limit).await?;
     Ok(HttpResponse::Ok().json(TopicNames { topics }))
 }

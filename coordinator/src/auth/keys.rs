@@ -35,6 +35,8 @@ pub(super) struct KeyEntry {
     lanes: LaneSet,
     /// The topics it may send to.
     topics: TopicRules,
+    /// The apps it may use; `None`: every app.
+    apps: Option<Arc<Vec<String>>>,
 }
 
 /// The configured keys. `Debug` shows names and fingerprints only.
@@ -65,7 +67,8 @@ struct KeysFile {
 
 /// One `[keys.<name>]` table: the key (`key`) or its SHA-256 digest in hex
 /// (`sha256`), its scopes, an optional send rate, the lanes it may send
-/// in and the topics it may send to (all when left out).
+/// in, the topics it may send to and the apps it may use (all when left
+/// out).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileKey {
@@ -75,6 +78,7 @@ struct FileKey {
     sends_per_minute: Option<u32>,
     lanes: Option<Vec<String>>,
     topics: Option<Vec<String>>,
+    apps: Option<Vec<String>>,
 }
 
 impl KeySet {
@@ -98,6 +102,7 @@ impl KeySet {
                     send_limit: None,
                     lanes: LaneSet::ALL,
                     topics: TopicRules::ALL,
+                    apps: None,
                 },
             )?;
         }
@@ -165,6 +170,12 @@ impl KeySet {
                     TopicRules::parse(patterns).map_err(|err| format!("key {name:?}: {err}"))?
                 }
             };
+            let apps = match key.apps {
+                None => None,
+                Some(apps) => Some(Arc::new(
+                    parse_apps(apps).map_err(|err| format!("key {name:?}: {err}"))?,
+                )),
+            };
             push(
                 &mut entries,
                 KeyEntry {
@@ -175,6 +186,7 @@ impl KeySet {
                     send_limit,
                     lanes,
                     topics,
+                    apps,
                 },
             )?;
         }
@@ -194,6 +206,7 @@ impl KeySet {
                 send_limit: None,
                 lanes: LaneSet::ALL,
                 topics: TopicRules::ALL,
+                apps: None,
             }]),
         }
     }
@@ -239,8 +252,20 @@ impl KeySet {
             send_limit: entry.send_limit.clone(),
             lanes: entry.lanes,
             topics: entry.topics.clone(),
+            apps: entry.apps.clone(),
         })
     }
+}
+
+/// A keys file's `apps` list: app ids, at least one.
+fn parse_apps(apps: Vec<String>) -> Result<Vec<String>, String> {
+    if apps.is_empty() {
+        return Err("`apps` is empty (leave it out for every app)".into());
+    }
+    for app in &apps {
+        clarion_proto::validate_app(app).map_err(|err| err.to_string())?;
+    }
+    Ok(apps)
 }
 
 /// The limiter of `name` in `previous` when its rate is still `rate`.

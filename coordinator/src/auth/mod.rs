@@ -120,6 +120,8 @@ pub struct Caller {
     send_limit: Option<Arc<SendLimit>>,
     lanes: LaneSet,
     topics: TopicRules,
+    /// The apps it may use; `None`: every app.
+    apps: Option<Arc<Vec<String>>>,
 }
 
 /// The lanes a key may send in.
@@ -204,6 +206,18 @@ impl Caller {
                 topic: topic.to_owned(),
                 allowed: self.topics.describe().to_owned(),
             }),
+        }
+    }
+
+    /// Ok when the key may use `app` (keys file `apps`), 403 naming the
+    /// app and the rule otherwise.
+    pub fn check_app(&self, app: &str) -> Result<(), ApiError> {
+        match &self.apps {
+            Some(apps) if !apps.iter().any(|allowed| allowed == app) => Err(ApiError::AppNotAllowed {
+                app: app.to_owned(),
+                allowed: apps.join(", "),
+            }),
+            _ => Ok(()),
         }
     }
 

@@ -269,8 +269,10 @@ pub async fn mark_complete(
 /// Tokens deleted per statement.
 const DELETE_CHUNK: usize = 10_000;
 
-/// Deletes the registrations of `tokens` not renewed since `sent_at` and
-/// counts them on the notification; returns how many were deleted.
+/// Deletes the registrations of `tokens` in the notification's app (a
+/// token gone from one app may live on in another) not renewed since
+/// `sent_at`, and counts them on the notification; returns how many were
+/// deleted.
 pub async fn delete_registrations(
     tx: &Transaction<'_>,
     id: Uuid,
@@ -283,8 +285,10 @@ pub async fn delete_registrations(
     for chunk in tokens.chunks(DELETE_CHUNK) {
         deleted += tx
             .execute(
-                "DELETE FROM registrations WHERE token = ANY($1) AND updated_at < $2",
-                &[&chunk, &sent_at],
+                "DELETE FROM registrations
+                  WHERE token = ANY($1) AND updated_at < $2
+                    AND app = (SELECT coalesce(payload->>'app', 'default') FROM notifications WHERE id = $3)",
+                &[&chunk, &sent_at, &id],
             )
             .await?;
     }

@@ -12,12 +12,25 @@ use super::StoreError;
 /// concurrent re-registrations cannot interleave into a union of topic sets.
 const TOKEN_LOCK_CLASS: i32 = 0x436c_7201;
 
+pub use clarion_proto::DEFAULT_APP;
+
+/// What a device says of itself when it registers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    pub platform: Platform,
+    pub environment: ApnsEnvironment,
+    /// Lower-case BCP 47 language tag.
+    pub locale: Option<String>,
+}
+
 /// A device and every topic it follows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredRegistration {
+    pub app: String,
     pub token: String,
     pub platform: Platform,
     pub environment: ApnsEnvironment,
+    pub locale: Option<String>,
     /// Sorted.
     pub topics: Vec<String>,
     pub created_at: DateTime<Utc>,
@@ -28,21 +41,21 @@ pub struct StoredRegistration {
 /// one transaction, and returns what is stored.
 pub async fn replace(
     pool: &PgPool,
+    app: &str,
     token: &str,
-    platform: Platform,
-    environment: ApnsEnvironment,
+    device: &Device,
     topics: &[String],
 ) -> Result<StoredRegistration, StoreError> {
     let mut conn = pool.get().await.map_err(DbError::from)?;
     let tx = conn.transaction().await?;
-    lock_token(&tx, token).await?;
+    lock_token(&tx, app, token).await?;
     tx.execute(
-        "DELETE FROM registrations WHERE token = $1 AND NOT (topic = ANY($2))",
-        &[&token, &topics],
+        "DELETE FROM registrations WHERE token = $1 AND app = $3 AND NOT (topic = ANY($2))",
+        &[&token, &topics, &app],
     )
     .await?;
-    upsert(&tx, token, platform, environment, topics).await?;
-    let stored = read(&tx, token).await?.ok_or(StoreError::UnknownToken)?;
+    upsert(&tx, app, token, device, topics).await?;
+    let stored = read(&tx, app, token).await?.ok_or(StoreError::UnknownToken)?;
     tx.commit().await?;
     Ok(stored)
 }
@@ -50,100 +63,115 @@ pub async fn replace(
 /// Adds one topic to an existing registration.
 pub async fn add_topic(
     pool: &PgPool,
+    app: &str,
     token: &str,
     topic: &str,
     max_topics: u32,
 ) -> Result<StoredRegistration, StoreError> {
     let mut conn = pool.get().await.map_err(DbError::from)?;
     let tx = conn.transaction().await?;
-    lock_token(&tx, token).await?;
-    let current = read(&tx, token).await?.ok_or(StoreError::UnknownToken)?;
+    lock_token(&tx, app, token).await?;
+    let current = read(&tx, app, token).await?.ok_or(StoreError::UnknownToken)?;
     let is_new = !current.topics.iter().any(|t| t == topic);
     if is_new && current.topics.len() >= max_topics as usize {
         return Err(StoreError::TooManyTopics { limit: max_topics });
     }
-    upsert(
-        &tx,
-        token,
-        current.platform,
-        current.environment,
-        &[topic.to_owned()],
-    )
-    .await?;
-    let stored = read(&tx, token).await?.ok_or(StoreError::UnknownToken)?;
+    let device = Device {
+        platform: current.platform,
+        environment: current.environment,
+        locale: current.locale,
+    };
+    upsert(&tx, app, token, &device, &[topic.to_owned()]).await?;
+    let stored = read(&tx, app, token).await?.ok_or(StoreError::UnknownToken)?;
     tx.commit().await?;
     Ok(stored)
 }
 
 /// Removes one topic; true when the device followed it.
-pub async fn remove_topic(pool: &PgPool, token: &str, topic: &str) -> Result<bool, StoreError> {
+pub async fn remove_topic(pool: &PgPool, app: &str, token: &str, topic: &str) -> Result<bool, StoreError> {
     let conn = pool.get().await.map_err(DbError::from)?;
     let shard = shard_of(token) as i16;
     let removed = conn
         .execute(
-            "DELETE FROM registrations WHERE topic = $1 AND shard = $2 AND token = $3",
-            &[&topic, &shard, &token],
+            "DELETE FROM registrations WHERE app = $4 AND topic = $1 AND shard = $2 AND token = $3",
+            &[&topic, &shard, &token, &app],
         )
         .await?;
     Ok(removed > 0)
 }
 
 /// The registration of `token`, if any.
-pub async fn get(pool: &PgPool, token: &str) -> Result<Option<StoredRegistration>, StoreError> {
+pub async fn get(pool: &PgPool, app: &str, token: &str) -> Result<Option<StoredRegistration>, StoreError> {
     let mut conn = pool.get().await.map_err(DbError::from)?;
     // A read-only transaction gives `read` the same interface as the writers.
     let tx = conn.build_transaction().read_only(true).start().await?;
-    let stored = read(&tx, token).await?;
+    let stored = read(&tx, app, token).await?;
     tx.commit().await?;
     Ok(stored)
 }
 
 /// Deletes every row of `token`; returns how many topics it followed.
-pub async fn delete(pool: &PgPool, token: &str) -> Result<u64, StoreError> {
+pub async fn delete(pool: &PgPool, app: &str, token: &str) -> Result<u64, StoreError> {
     let conn = pool.get().await.map_err(DbError::from)?;
     Ok(conn
-        .execute("DELETE FROM registrations WHERE token = $1", &[&token])
+        .execute(
+            "DELETE FROM registrations WHERE token = $1 AND app = $2",
+            &[&token, &app],
+        )
         .await?)
 }
 
-async fn lock_token(tx: &Transaction<'_>, token: &str) -> Result<(), tokio_postgres::Error> {
+async fn lock_token(tx: &Transaction<'_>, app: &str, token: &str) -> Result<(), tokio_postgres::Error> {
     tx.execute(
-        "SELECT pg_advisory_xact_lock($1, hashtext($2))",
-        &[&TOKEN_LOCK_CLASS, &token],
+        "SELECT pg_advisory_xact_lock($1, hashtext($2 || '/' || $3))",
+        &[&TOKEN_LOCK_CLASS, &app, &token],
     )
     .await
     .map(|_| ())
 }
 
-/// Inserts the (token, topic) rows, refreshing platform, environment and
-/// `updated_at` of the rows that exist (`created_at` is kept).
+/// Inserts the (token, topic) rows, refreshing platform, environment,
+/// locale and `updated_at` of the rows that exist (`created_at` is kept).
 async fn upsert(
     tx: &Transaction<'_>,
+    app: &str,
     token: &str,
-    platform: Platform,
-    environment: ApnsEnvironment,
+    device: &Device,
     topics: &[String],
 ) -> Result<(), tokio_postgres::Error> {
     let shard = shard_of(token) as i16;
     tx.execute(
-        "INSERT INTO registrations (topic, shard, token, platform, apns_environment)
-         SELECT topic, $2, $3, $4, $5 FROM unnest($1::text[]) AS topic
-         ON CONFLICT (topic, shard, token) DO UPDATE
+        "INSERT INTO registrations (app, topic, shard, token, platform, apns_environment, locale)
+         SELECT $7, topic, $2, $3, $4, $5, $6 FROM unnest($1::text[]) AS topic
+         ON CONFLICT (app, topic, shard, token) DO UPDATE
            SET platform = EXCLUDED.platform,
                apns_environment = EXCLUDED.apns_environment,
+               locale = EXCLUDED.locale,
                updated_at = now()",
-        &[&topics, &shard, &token, &platform.as_str(), &environment.as_str()],
+        &[
+            &topics,
+            &shard,
+            &token,
+            &device.platform.as_str(),
+            &device.environment.as_str(),
+            &device.locale,
+            &app,
+        ],
     )
     .await
     .map(|_| ())
 }
 
-async fn read(tx: &Transaction<'_>, token: &str) -> Result<Option<StoredRegistration>, StoreError> {
+async fn read(
+    tx: &Transaction<'_>,
+    app: &str,
+    token: &str,
+) -> Result<Option<StoredRegistration>, StoreError> {
     let rows = tx
         .query(
-            "SELECT topic, platform, apns_environment, created_at, updated_at
-               FROM registrations WHERE token = $1 ORDER BY topic",
-            &[&token],
+            "SELECT topic, platform, apns_environment, locale, created_at, updated_at
+               FROM registrations WHERE token = $1 AND app = $2 ORDER BY topic",
+            &[&token, &app],
         )
         .await?;
     let Some(first) = rows.first() else {
@@ -160,9 +188,11 @@ async fn read(tx: &Transaction<'_>, token: &str) -> Result<Option<StoredRegistra
         .map(|row| row.get::<_, DateTime<Utc>>("updated_at"))
         .max();
     Ok(Some(StoredRegistration {
+        app: app.to_owned(),
         token: token.to_owned(),
         platform,
         environment,
+        locale: first.get("locale"),
         topics: rows.iter().map(|row| row.get("topic")).collect(),
         created_at: created_at.unwrap_or_default(),
         updated_at: updated_at.unwrap_or_default(),

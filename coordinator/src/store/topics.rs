@@ -19,14 +19,14 @@ impl TopicCounts {
 
 /// Counts the rows of one topic (a scan of its part of the primary key and
 /// of its rows). Not for the hot path: the topic counter caches it.
-pub async fn count(pool: &PgPool, topic: &str) -> Result<TopicCounts, DbError> {
+pub async fn count(pool: &PgPool, app: &str, topic: &str) -> Result<TopicCounts, DbError> {
     let conn = pool.get().await?;
     let row = conn
         .query_one(
             "SELECT count(*) FILTER (WHERE platform = 'ios')     AS ios,
                     count(*) FILTER (WHERE platform = 'android') AS android
-               FROM registrations WHERE topic = $1",
-            &[&topic],
+               FROM registrations WHERE app = $2 AND topic = $1",
+            &[&topic, &app],
         )
         .await?;
     let ios: i64 = row.get("ios");
@@ -45,14 +45,15 @@ const TOPICS_WALKED: i32 = 10_000;
 /// A skip scan of the primary key: one index probe per distinct topic (a
 /// recursive query), never a scan of the registrations themselves; it gives
 /// up after [`TOPICS_WALKED`] topics.
-pub async fn search(pool: &PgPool, text: &str, limit: u32) -> Result<Vec<String>, DbError> {
+pub async fn search(pool: &PgPool, app: &str, text: &str, limit: u32) -> Result<Vec<String>, DbError> {
     let conn = pool.get().await?;
     let rows = conn
         .query(
             "WITH RECURSIVE walk(topic, step) AS (
-                 (SELECT topic, 1 FROM registrations ORDER BY topic LIMIT 1)
+                 (SELECT topic, 1 FROM registrations WHERE app = $4 ORDER BY topic LIMIT 1)
                  UNION ALL
-                 SELECT (SELECT r.topic FROM registrations r WHERE r.topic > w.topic ORDER BY r.topic LIMIT 1),
+                 SELECT (SELECT r.topic FROM registrations r
+                          WHERE r.app = $4 AND r.topic > w.topic ORDER BY r.topic LIMIT 1),
                         w.step + 1
                    FROM walk w
                   WHERE w.topic IS NOT NULL AND w.step < $3
@@ -60,7 +61,7 @@ pub async fn search(pool: &PgPool, text: &str, limit: u32) -> Result<Vec<String>
              SELECT topic FROM walk
               WHERE topic IS NOT NULL AND strpos(lower(topic), lower($1)) > 0
               LIMIT $2",
-            &[&text, &i64::from(limit), &TOPICS_WALKED],
+            &[&text, &i64::from(limit), &TOPICS_WALKED, &app],
         )
         .await?;
     Ok(rows.iter().map(|row| row.get("topic")).collect())
@@ -68,14 +69,20 @@ pub async fn search(pool: &PgPool, text: &str, limit: u32) -> Result<Vec<String>
 
 /// Distinct devices following any of `topics` among shards `0..shard_end`
 /// (all of them when `shard_end` is 1024): an index-only count.
-pub async fn distinct_devices(pool: &PgPool, topics: &[String], shard_end: i16) -> Result<u64, DbError> {
+pub async fn distinct_devices(
+    pool: &PgPool,
+    app: &str,
+    topics: &[String],
+    shard_end: i16,
+) -> Result<u64, DbError> {
     let conn = pool.get().await?;
     let row = conn
         .query_one(
             "SELECT count(*) AS devices FROM (
-                 SELECT DISTINCT token FROM registrations WHERE topic = ANY($1) AND shard < $2
+                 SELECT DISTINCT token FROM registrations
+                  WHERE app = $3 AND topic = ANY($1) AND shard < $2
              ) following",
-            &[&topics, &shard_end],
+            &[&topics, &shard_end, &app],
         )
         .await?;
     let devices: i64 = row.get("devices");

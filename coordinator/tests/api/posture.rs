@@ -380,3 +380,75 @@ async fn stored_notifications(app: &TestCoordinator) -> i64 {
         .unwrap()
         .get(0)
 }
+
+#[actix_web::test]
+async fn a_key_limited_to_apps_gets_403_naming_the_rule_and_unknown_apps_are_422() {
+    let keys = KeysFile::new(
+        "[keys.puzzles]\nkey = \"puzzles-s3cret\"\nscopes = [\"send\", \"register\"]\napps = [\"puzzles\"]\n",
+    );
+    let apps = KeysFile::new(
+        "[apps.puzzles]\nfcm_credentials_file = \"/nowhere/sa.json\"\n[apps.beta]\nfcm_credentials_file = \"/nowhere/sa.json\"\n",
+    );
+    let apps_arg = format!("--apps-file={}", apps.path.display());
+    let app = TestCoordinator::start_keyed(vec![keys.arg(), apps_arg]).await;
+    let send = |target: &str| {
+        app.request(Method::POST, "/api/v1/notifications", Some("puzzles-s3cret"))
+            .json(&json!({"app": target, "topics": ["daily"], "body": "Today's grid"}))
+            .send()
+    };
+    assert_eq!(
+        send("puzzles").await.expect("sent").status(),
+        StatusCode::ACCEPTED
+    );
+    for other in ["default", "beta"] {
+        let refused = send(other).await.expect("sent");
+        let problem = expect_problem(refused, StatusCode::FORBIDDEN, "forbidden").await;
+        let detail = problem["detail"].as_str().unwrap_or_default();
+        assert!(
+            detail.contains(&format!("app `{other}`")) && detail.contains("allows: puzzles"),
+            "{detail}"
+        );
+    }
+    let register = |target: &str| {
+        app.request(
+            Method::PUT,
+            &format!("/api/v1/registrations/{}", "cd".repeat(32)),
+            Some("puzzles-s3cret"),
+        )
+        .json(&json!({"app": target, "platform": "ios", "topics": ["daily"]}))
+        .send()
+    };
+    assert_eq!(register("puzzles").await.expect("sent").status(), StatusCode::OK);
+    expect_problem(
+        register("beta").await.expect("sent"),
+        StatusCode::FORBIDDEN,
+        "forbidden",
+    )
+    .await;
+    app.stop().await;
+
+    // With an unlimited key: an app the file does not define is a 422 that
+    // names the apps there are; a malformed id too.
+    let app = TestCoordinator::start_keyed(vec![
+        format!("--api-keys={SEND_KEY}=send"),
+        format!("--apps-file={}", apps.path.display()),
+    ])
+    .await;
+    for (target, says) in [
+        ("crosswords", "default, beta, puzzles"),
+        ("Puzzles", "not an app id"),
+    ] {
+        let response = app
+            .request(Method::POST, "/api/v1/notifications", Some(SEND_KEY))
+            .json(&json!({"app": target, "topics": ["daily"], "body": "x"}))
+            .send()
+            .await
+            .expect("sent");
+        let problem = expect_problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid-request").await;
+        assert!(
+            problem["detail"].as_str().unwrap_or_default().contains(says),
+            "{problem}"
+        );
+    }
+    app.stop().await;
+}

@@ -249,3 +249,42 @@ async fn ten_thousand_registrations_written_through_the_api_are_all_readable() {
     assert_eq!(extra["subscribers"], DEVICES.div_ceil(3));
     app.stop().await;
 }
+
+#[actix_web::test]
+async fn a_registration_keeps_its_locale_in_lower_case_and_refuses_a_malformed_one() {
+    let app = TestCoordinator::start().await;
+    let token = "ab".repeat(32);
+    let path = format!("/api/v1/registrations/{token}");
+    let response = app
+        .request(reqwest::Method::PUT, &path, Some(REGISTER_KEY))
+        .json(&json!({"platform": "ios", "topics": ["t"], "locale": "fr-CA"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let stored: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(stored["locale"], "fr-ca");
+    for bad in ["fr_CA", "français", "f"] {
+        let response = app
+            .request(reqwest::Method::PUT, &path, Some(REGISTER_KEY))
+            .json(&json!({"platform": "ios", "topics": ["t"], "locale": bad}))
+            .send()
+            .await
+            .unwrap();
+        let problem = expect_problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid-request").await;
+        assert!(
+            problem["detail"].as_str().unwrap_or_default().contains("locale"),
+            "{problem}"
+        );
+    }
+    // Registering again without a locale forgets it.
+    let response = app
+        .request(reqwest::Method::PUT, &path, Some(REGISTER_KEY))
+        .json(&json!({"platform": "ios", "topics": ["t", "u"]}))
+        .send()
+        .await
+        .unwrap();
+    let stored: serde_json::Value = response.json().await.unwrap();
+    assert!(stored.get("locale").is_none(), "{stored}");
+    app.stop().await;
+}

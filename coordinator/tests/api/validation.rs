@@ -187,12 +187,7 @@ async fn control_characters_in_a_notification_are_refused_not_a_server_error() {
             json!({"topics": ["t"], "body": "x", "data": {"k": "a\u{0}"}}),
         ),
     ] {
-        let response = app
-            .request(reqwest::Method::POST, "/api/v1/notifications", Some(SEND_KEY))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+        let response = post_notification(&app, &body).await;
         let problem = expect_problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid-request").await;
         assert!(
             problem["detail"].as_str().unwrap_or_default().contains(field),
@@ -200,12 +195,118 @@ async fn control_characters_in_a_notification_are_refused_not_a_server_error() {
         );
     }
     // Newlines and tabs are text.
-    let response = app
-        .request(reqwest::Method::POST, "/api/v1/notifications", Some(SEND_KEY))
-        .json(&json!({"topics": ["t"], "body": "line one\n\tline two"}))
-        .send()
-        .await
-        .unwrap();
+    let response = post_notification(&app, &json!({"topics": ["t"], "body": "line one\n\tline two"})).await;
     assert_eq!(response.status(), StatusCode::ACCEPTED);
     app.stop().await;
+}
+
+#[actix_web::test]
+async fn each_message_field_is_validated_with_a_reason_that_names_it() {
+    let app = TestCoordinator::start().await;
+    let background = |extra: serde_json::Value| {
+        let mut body = json!({"topics": ["t"], "push_type": "background"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body
+    };
+    for (field, body) in [
+        ("title", background(json!({"title": "shown"}))),
+        ("body", background(json!({"body": "shown"}))),
+        ("badge", background(json!({"badge": 1}))),
+        ("sound", background(json!({"sound": "chime"}))),
+        ("normal priority", background(json!({"priority": "high"}))),
+        (
+            "badge",
+            json!({"topics": ["t"], "body": "x", "badge": 2_147_483_648u64}),
+        ),
+        ("badge", json!({"topics": ["t"], "body": "x", "badge": -1})),
+        (
+            "relevance_score",
+            json!({"topics": ["t"], "body": "x", "relevance_score": 1.5}),
+        ),
+        (
+            "category",
+            json!({"topics": ["t"], "body": "x", "category": "  "}),
+        ),
+        (
+            "android_channel_id",
+            json!({"topics": ["t"], "body": "x", "android_channel_id": "é"}),
+        ),
+        (
+            "sound",
+            json!({"topics": ["t"], "body": "x", "sound": "s".repeat(256)}),
+        ),
+        (
+            "interruption_level",
+            json!({"topics": ["t"], "body": "x", "interruption_level": "critical"}),
+        ),
+        (
+            "push_type",
+            json!({"topics": ["t"], "body": "x", "push_type": "voip"}),
+        ),
+        ("body", json!({"topics": ["t"]})),
+        (
+            "localizations",
+            background(json!({"localizations": {"fr": {"body": "x"}}})),
+        ),
+        (
+            "localizations",
+            json!({"topics": ["t"], "body": "x", "localizations": {"fr_CA": {"body": "x"}}}),
+        ),
+        (
+            "localizations",
+            json!({"topics": ["t"], "body": "x", "localizations": {"fr": {"body": "x"}, "FR": {"body": "y"}}}),
+        ),
+        (
+            "localization \"de\"",
+            json!({"topics": ["t"], "body": "x", "localizations": {"de": {"body": " "}}}),
+        ),
+    ] {
+        let response = post_notification(&app, &body).await;
+        let problem = expect_problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid-request").await;
+        assert!(
+            problem["detail"].as_str().unwrap_or_default().contains(field),
+            "{field}: {body} → {problem}"
+        );
+    }
+    let sent = json!({"topics": ["t"], "body": "x", "badge": 0, "sound": null, "category": "NEWS",
+                      "interruption_level": "passive", "relevance_score": 0.25, "android_channel_id": "news"});
+    let response = post_notification(&app, &sent).await;
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let accepted: serde_json::Value = response.json().await.unwrap();
+    let id = accepted["id"].as_str().unwrap();
+    let status: serde_json::Value = app
+        .get(&format!("/api/v1/notifications/{id}"), SEND_KEY)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let message = &status["message"];
+    assert_eq!(message["push_type"], "alert");
+    assert_eq!(message["badge"], 0);
+    assert!(
+        message["sound"].is_null() && message.get("sound").is_some(),
+        "silent: {message}"
+    );
+    assert_eq!(message["interruption_level"], "passive");
+    assert_eq!(message["relevance_score"], 0.25);
+    assert_eq!(message["android_channel_id"], "news");
+    let background = background(json!({"data": {"refresh": "1"}}));
+    let response = post_notification(&app, &background).await;
+    assert_eq!(
+        response.status(),
+        StatusCode::ACCEPTED,
+        "a background push needs no body"
+    );
+    app.stop().await;
+}
+
+/// POSTs `body` as a notification with the send key.
+async fn post_notification(app: &TestCoordinator, body: &serde_json::Value) -> reqwest::Response {
+    app.request(reqwest::Method::POST, "/api/v1/notifications", Some(SEND_KEY))
+        .json(body)
+        .send()
+        .await
+        .unwrap()
 }

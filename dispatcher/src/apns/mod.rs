@@ -13,12 +13,19 @@ use clarion_proto::{ApnsEnvironment, Platform, TokenBatch};
 use http::{HeaderValue, Method, Request};
 use tracing::debug;
 
+use clarion_runtime::apps::AppCredentials;
+
 use crate::channel::{Attempt, PushChannel, Transport};
 use crate::config::Settings;
 use crate::http2::Http2Pool;
 use payload::PreparedApns;
 pub use settings::ApnsSettings;
 use token::ProviderToken;
+
+/// Apple's production endpoint, for an app that names none.
+pub const APPLE_PRODUCTION: &str = "https://api.push.apple.com";
+/// Apple's sandbox endpoint, for an app that names none.
+pub const APPLE_SANDBOX: &str = "https://api.sandbox.push.apple.com";
 
 pub struct ApnsChannel {
     production: Http2Pool,
@@ -69,9 +76,27 @@ impl PushChannel for ApnsChannel {
         Self::new(&settings.apns, transport)
     }
 
+    fn for_app(settings: &Settings, app: &AppCredentials) -> Option<Settings> {
+        let mut for_app = settings.clone();
+        let apns = &mut for_app.apns;
+        apns.topic = Some(app.apns_topic.clone()?);
+        apns.key_file = app.apns_key_file.clone();
+        apns.key_id = app.apns_key_id.clone();
+        apns.team_id = app.apns_team_id.clone();
+        apns.endpoint = app
+            .apns_endpoint
+            .clone()
+            .unwrap_or_else(|| APPLE_PRODUCTION.to_owned());
+        apns.sandbox_endpoint = app
+            .apns_sandbox_endpoint
+            .clone()
+            .unwrap_or_else(|| APPLE_SANDBOX.to_owned());
+        Some(for_app)
+    }
+
     fn prepare(&self, batch: &TokenBatch) -> Result<ApnsPush, String> {
         Ok(ApnsPush {
-            payload: payload::prepare(&batch.notification, batch.sent_at, &self.topic)?,
+            payload: payload::prepare(&batch.message(), batch.sent_at, &self.topic)?,
             environment: batch.environment,
         })
     }

@@ -1,12 +1,15 @@
 //! The APNs push of a notification, built with `a2`'s payload model once per
-//! notification: `aps.alert` title and body, default sound,
-//! `mutable-content` when an image comes along, `thread-id` from the
-//! collapse key, then the custom keys (`data`, `link`, `image_url`).
+//! notification. An alert: `aps.alert` title and body, badge, sound (the
+//! default one unless named or silenced), category, `mutable-content` when
+//! an image comes along, `thread-id` from the collapse key,
+//! `interruption-level` and `relevance-score`. A background push:
+//! `content-available` only, at priority 5. Then the custom keys (`data`,
+//! `link`, `image_url`).
 
 use a2::request::notification::{DefaultNotificationBuilder, NotificationBuilder, NotificationOptions};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use clarion_proto::{Notification, Priority};
+use clarion_proto::{Notification, Priority, PushType};
 use http::{HeaderMap, HeaderValue};
 use serde_json::Value;
 
@@ -26,11 +29,13 @@ pub fn prepare(
     let body = body(notification).map_err(|err| format!("cannot build the APNs payload: {err}"))?;
     let mut headers = HeaderMap::new();
     headers.insert("apns-topic", topic.clone());
-    headers.insert("apns-push-type", HeaderValue::from_static("alert"));
-    let priority = match notification.priority {
-        Priority::High => "10",
-        Priority::Normal => "5",
+    let (push_type, priority) = match (notification.push_type, notification.priority) {
+        // Apple refuses priority 10 for background pushes.
+        (PushType::Background, _) => ("background", "5"),
+        (PushType::Alert, Priority::High) => ("alert", "10"),
+        (PushType::Alert, Priority::Normal) => ("alert", "5"),
     };
+    headers.insert("apns-push-type", HeaderValue::from_static(push_type));
     headers.insert("apns-priority", HeaderValue::from_static(priority));
     let expires = sent_at.timestamp().max(0) as u64 + u64::from(notification.ttl_seconds);
     headers.insert("apns-expiration", HeaderValue::from(expires));
@@ -48,14 +53,27 @@ pub fn prepare(
 
 /// The JSON body (what `Notification::apns_payload_bytes` sizes).
 pub fn body(notification: &Notification) -> Result<Vec<u8>, serde_json::Error> {
-    let mut builder = DefaultNotificationBuilder::new()
-        .set_body(&notification.body)
-        .set_sound("default");
-    if let Some(title) = &notification.title {
-        builder = builder.set_title(title);
-    }
-    if notification.image_url.is_some() {
-        builder = builder.set_mutable_content();
+    let mut builder = DefaultNotificationBuilder::new();
+    let alert = notification.push_type.is_alert();
+    if alert {
+        builder = builder.set_body(&notification.body);
+        if let Some(title) = &notification.title {
+            builder = builder.set_title(title);
+        }
+        if let Some(sound) = notification.sound_name() {
+            builder = builder.set_sound(sound);
+        }
+        if let Some(badge) = notification.badge {
+            builder = builder.set_badge(badge);
+        }
+        if let Some(category) = &notification.category {
+            builder = builder.set_category(category);
+        }
+        if notification.image_url.is_some() {
+            builder = builder.set_mutable_content();
+        }
+    } else {
+        builder = builder.set_content_available();
     }
     let custom = notification.custom_keys();
     let mut payload = builder.build("", NotificationOptions::default());
@@ -65,12 +83,22 @@ pub fn body(notification: &Notification) -> Result<Vec<u8>, serde_json::Error> {
             .map_err(|err| serde::ser::Error::custom(err.to_string()))?;
     }
     let mut json = serde_json::to_value(&payload)?;
-    // a2's model has no `thread-id`; Apple groups alerts by it.
-    if let (Some(key), Some(aps)) = (
-        &notification.collapse_key,
-        json.get_mut("aps").and_then(Value::as_object_mut),
-    ) {
-        aps.insert("thread-id".into(), Value::String(key.clone()));
+    if let Some(aps) = json.get_mut("aps").and_then(Value::as_object_mut) {
+        if alert {
+            // Keys a2's model lacks.
+            if let Some(key) = &notification.collapse_key {
+                aps.insert("thread-id".into(), Value::String(key.clone()));
+            }
+            if let Some(level) = notification.interruption_level {
+                aps.insert("interruption-level".into(), level.apns_name().into());
+            }
+            if let Some(score) = notification.relevance_score {
+                aps.insert("relevance-score".into(), score.into());
+            }
+        } else {
+            // a2 always writes it; a silent push shows nothing to mutate.
+            aps.remove("mutable-content");
+        }
     }
     serde_json::to_vec(&json)
 }
@@ -91,7 +119,7 @@ mod tests {
             ttl_seconds: 600,
             collapse_key: Some("breaking".into()),
             data: BTreeMap::from([("section".into(), "world".into())]),
-            dry_run: false,
+            ..Notification::alert(Vec::new(), "")
         }
     }
 
@@ -108,6 +136,27 @@ mod tests {
         assert_eq!(body["section"], "world");
     }
 
+    fn background() -> Notification {
+        Notification {
+            push_type: PushType::Background,
+            title: None,
+            body: String::new(),
+            image_url: None,
+            ..notification()
+        }
+    }
+
+    fn dressed() -> Notification {
+        Notification {
+            badge: Some(3),
+            sound: Some(Some("chime.caf".into())),
+            category: Some("NEWS_ACTIONS".into()),
+            interruption_level: Some(clarion_proto::InterruptionLevel::TimeSensitive),
+            relevance_score: Some(0.75),
+            ..notification()
+        }
+    }
+
     #[test]
     fn the_body_is_the_size_the_api_validated() {
         let mut plain = notification();
@@ -115,9 +164,49 @@ mod tests {
         plain.image_url = None;
         plain.collapse_key = None;
         plain.data.clear();
-        for n in [notification(), plain] {
-            assert_eq!(body(&n).unwrap().len(), n.apns_payload_bytes());
+        let mut silent = dressed();
+        silent.sound = Some(None);
+        let mut bare_background = background();
+        bare_background.data.clear();
+        bare_background.link = None;
+        for n in [
+            notification(),
+            plain,
+            dressed(),
+            silent,
+            background(),
+            bare_background,
+        ] {
+            assert_eq!(body(&n).unwrap().len(), n.apns_payload_bytes(), "{n:?}");
         }
+    }
+
+    #[test]
+    fn every_alert_option_reaches_aps() {
+        let dressed_body: Value = serde_json::from_slice(&body(&dressed()).unwrap()).unwrap();
+        let aps = &dressed_body["aps"];
+        assert_eq!(aps["badge"], 3);
+        assert_eq!(aps["sound"], "chime.caf");
+        assert_eq!(aps["category"], "NEWS_ACTIONS");
+        assert_eq!(aps["interruption-level"], "time-sensitive");
+        assert_eq!(aps["relevance-score"], 0.75);
+        let mut silent = dressed();
+        silent.sound = Some(None);
+        let silent_body: Value = serde_json::from_slice(&body(&silent).unwrap()).unwrap();
+        assert!(silent_body["aps"].get("sound").is_none(), "{silent_body}");
+    }
+
+    #[test]
+    fn a_background_push_is_content_available_at_priority_5() {
+        let sent_at = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        let mut n = background();
+        n.priority = Priority::High;
+        let prepared = prepare(&n, sent_at, &HeaderValue::from_static("com.clarion.news")).unwrap();
+        assert_eq!(prepared.headers["apns-push-type"], "background");
+        assert_eq!(prepared.headers["apns-priority"], "5");
+        let body: Value = serde_json::from_slice(&prepared.body).unwrap();
+        assert_eq!(body["aps"], serde_json::json!({"content-available": 1}));
+        assert_eq!(body["section"], "world");
     }
 
     #[test]

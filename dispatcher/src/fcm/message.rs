@@ -1,10 +1,12 @@
 //! The FCM v1 message of a notification, serialised once per notification
 //! around the device token: `notification` (title, body, image), `android`
-//! (priority, ttl, collapse key) and `data` (string values only).
+//! (priority, ttl, collapse key, and `notification` with sound, click
+//! action, channel, count and priority) and `data` (string values only). A
+//! background push is a data-only message at normal priority.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use chrono::{DateTime, Utc};
-use clarion_proto::{Notification, Priority};
+use clarion_proto::{Notification, Priority, PushType};
 use serde_json::{Map, Value, json};
 
 /// The message with a hole for the token: `prefix + token + suffix`.
@@ -38,28 +40,29 @@ pub fn prepare(
     now: DateTime<Utc>,
 ) -> Result<PreparedFcm, String> {
     let mut message = Map::new();
-    let mut shown = Map::new();
-    if let Some(title) = &notification.title {
-        shown.insert("title".into(), json!(title));
+    let alert = notification.push_type.is_alert();
+    if alert {
+        message.insert(
+            "notification".into(),
+            Value::Object(notification.fcm_notification()),
+        );
     }
-    shown.insert("body".into(), json!(notification.body));
-    if let Some(image) = &notification.image_url {
-        shown.insert("image".into(), json!(image));
-    }
-    message.insert("notification".into(), Value::Object(shown));
 
     let mut android = Map::new();
-    let priority = match notification.priority {
-        Priority::High => "high",
-        Priority::Normal => "normal",
+    let priority = match (notification.push_type, notification.priority) {
+        (PushType::Alert, Priority::High) => "high",
+        (PushType::Alert, Priority::Normal) | (PushType::Background, _) => "normal",
     };
     android.insert("priority".into(), json!(priority));
-    // FCM counts the TTL from when it receives the message: send what is left.
     let expires = sent_at + chrono::Duration::seconds(i64::from(notification.ttl_seconds));
     let left = (expires - now).num_seconds().max(0);
     android.insert("ttl".into(), json!(format!("{left}s")));
     if let Some(key) = &notification.collapse_key {
         android.insert("collapse_key".into(), json!(key));
+    }
+    let shown_on_android = notification.fcm_android_notification();
+    if alert && !shown_on_android.is_empty() {
+        android.insert("notification".into(), Value::Object(shown_on_android));
     }
     message.insert("android".into(), Value::Object(android));
     let data = notification.custom_keys();
@@ -91,7 +94,7 @@ mod tests {
             ttl_seconds: 3600,
             collapse_key: Some("breaking".into()),
             data: BTreeMap::from([("section".into(), "world".into())]),
-            dry_run: false,
+            ..Notification::alert(Vec::new(), "")
         }
     }
 
@@ -107,6 +110,43 @@ mod tests {
         assert_eq!(message["android"]["ttl"], "3590s");
         assert_eq!(message["android"]["collapse_key"], "breaking");
         assert_eq!(message["data"]["link"], "https://news.example/1");
+        assert_eq!(message["data"]["section"], "world");
+    }
+
+    #[test]
+    fn alert_options_reach_android_notification() {
+        let n = Notification {
+            badge: Some(2),
+            sound: Some(Some("chime".into())),
+            category: Some("OPEN_STORY".into()),
+            android_channel_id: Some("breaking".into()),
+            interruption_level: Some(clarion_proto::InterruptionLevel::Passive),
+            ..notification()
+        };
+        let sent = Utc::now();
+        let body: Value = serde_json::from_slice(&prepare(&n, sent, sent).unwrap().body("t")).unwrap();
+        let shown = &body["message"]["android"]["notification"];
+        assert_eq!(shown["sound"], "chime");
+        assert_eq!(shown["click_action"], "OPEN_STORY");
+        assert_eq!(shown["channel_id"], "breaking");
+        assert_eq!(shown["notification_count"], 2);
+        assert_eq!(shown["notification_priority"], "PRIORITY_LOW");
+    }
+
+    #[test]
+    fn a_background_push_is_data_only_at_normal_priority() {
+        let n = Notification {
+            push_type: PushType::Background,
+            title: None,
+            body: String::new(),
+            ..notification()
+        };
+        let sent = Utc::now();
+        let body: Value = serde_json::from_slice(&prepare(&n, sent, sent).unwrap().body("t")).unwrap();
+        let message = &body["message"];
+        assert!(message.get("notification").is_none(), "{message}");
+        assert!(message["android"].get("notification").is_none(), "{message}");
+        assert_eq!(message["android"]["priority"], "normal");
         assert_eq!(message["data"]["section"], "world");
     }
 

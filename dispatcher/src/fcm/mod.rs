@@ -10,12 +10,17 @@ use clarion_proto::{Platform, TokenBatch};
 use http::{HeaderValue, Method, Request, Uri};
 use tracing::{debug, warn};
 
+use clarion_runtime::apps::AppCredentials;
+
 use crate::channel::{Attempt, PushChannel, Transport};
 use crate::config::Settings;
 use crate::http2::Http2Pool;
 use auth::FcmAuth;
 use message::PreparedFcm;
 pub use settings::FcmSettings;
+
+/// Google's FCM endpoint, for an app that names none.
+pub const GOOGLE_FCM: &str = "https://fcm.googleapis.com";
 
 pub struct FcmChannel {
     pool: Http2Pool,
@@ -61,8 +66,17 @@ impl PushChannel for FcmChannel {
         Self::new(&settings.fcm, transport).await
     }
 
+    fn for_app(settings: &Settings, app: &AppCredentials) -> Option<Settings> {
+        let mut for_app = settings.clone();
+        let fcm = &mut for_app.fcm;
+        fcm.credentials_file = Some(app.fcm_credentials_file.clone()?);
+        fcm.project_id = app.fcm_project_id.clone();
+        fcm.endpoint = app.fcm_endpoint.clone().unwrap_or_else(|| GOOGLE_FCM.to_owned());
+        Some(for_app)
+    }
+
     fn prepare(&self, batch: &TokenBatch) -> Result<PreparedFcm, String> {
-        message::prepare(&batch.notification, batch.sent_at, chrono::Utc::now())
+        message::prepare(&batch.message(), batch.sent_at, chrono::Utc::now())
     }
 
     async fn send(&self, token: &str, prepared: &PreparedFcm) -> Attempt {

@@ -320,6 +320,7 @@ pub async fn run(args: ChaosArgs) -> Result<ChaosReport> {
             layout: Layout::Single,
         },
         fresh: true,
+        apps: 1,
     };
     let seeded = seed(&client, &plan, false).await?;
     println!(

@@ -52,7 +52,7 @@ pub async fn load_audience(args: &AudienceArgs, shape: AudienceShape) -> Result<
     let client = connect(&args.database_url).await?;
     let existing: i64 = client
         .query_one(
-            "SELECT count(*) FROM registrations WHERE topic = 'breaking/uk'",
+            "SELECT count(*) FROM registrations WHERE app = 'default' AND topic = 'breaking/uk'",
             &[],
         )
         .await?
@@ -65,6 +65,7 @@ pub async fn load_audience(args: &AudienceArgs, shape: AudienceShape) -> Result<
         devices: args.devices,
         shape,
         fresh: true,
+        apps: 1,
     };
     let report = seed(&client, &plan, true).await?;
     let seconds = report.elapsed.as_secs_f64();

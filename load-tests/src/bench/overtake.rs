@@ -252,8 +252,9 @@ async fn add_topic(database_url: &str, topic: &str, devices: u64) -> Result<()> 
             anyhow::Ok(row.get::<_, i64>(0).max(0) as u64)
         }
     };
-    let all = "SELECT count(*) FROM registrations WHERE topic = $1";
-    let of_ios = "SELECT count(*) FROM registrations WHERE topic = $1 AND platform = 'ios'";
+    let all = "SELECT count(*) FROM registrations WHERE app = 'default' AND topic = $1";
+    let of_ios =
+        "SELECT count(*) FROM registrations WHERE app = 'default' AND topic = $1 AND platform = 'ios'";
     let (existing, ios) = (count(all).await?, count(of_ios).await?);
     // Kept when it is already there with both platforms (a topic made
     // again costs WAL, checkpoints and autovacuum during the measurement).
@@ -262,13 +263,16 @@ async fn add_topic(database_url: &str, topic: &str, devices: u64) -> Result<()> 
         return Ok(());
     }
     client
-        .execute("DELETE FROM registrations WHERE topic = $1", &[&topic])
+        .execute(
+            "DELETE FROM registrations WHERE app = 'default' AND topic = $1",
+            &[&topic],
+        )
         .await?;
     client
         .execute(
             "INSERT INTO registrations (topic, shard, token, platform, apns_environment)
              SELECT $1, shard, token, platform, apns_environment FROM registrations
-              WHERE topic = $2 ORDER BY md5(token) LIMIT $3",
+              WHERE app = 'default' AND topic = $2 ORDER BY md5(token) LIMIT $3",
             &[&topic, &BIG_TOPIC, &(devices as i64)],
         )
         .await

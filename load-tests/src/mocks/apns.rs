@@ -24,7 +24,7 @@ use rcgen::KeyPair;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::control::{self, MockState};
+use super::control::{self, MockState, Received};
 use super::faults::{Verdict, impostor_page};
 use super::server::{ConnectionId, Listener, Protocols, serve_tls};
 use super::tls::TestPki;
@@ -338,7 +338,12 @@ impl Apns {
         }
         match self.state.faults.judge(token) {
             Verdict::Serve => {
-                self.state.keep_sample(&body);
+                self.state.keep(Received {
+                    token: token.to_owned(),
+                    path: parts.uri.path().to_owned(),
+                    headers: parts.headers,
+                    body,
+                });
                 Ok(())
             }
             Verdict::Dead => Err(refuse(410, "Unregistered")),

@@ -3,7 +3,8 @@
 //! - `GET /stats` — totals, per-status counts, duplicates, latency ([`Stats`]);
 //! - `POST /lookup` `{"tokens": [...]}` — per-token push counts;
 //! - `GET` / `PUT /faults` — the fault settings ([`FaultConfig`]);
-//! - `GET /sample` — the body of a recently accepted push;
+//! - `GET /sample` — the body of the last accepted push;
+//! - `GET /received` — the last accepted pushes (token, path, headers, body);
 //! - `POST /reset` — forget the counts and clear the faults.
 
 use std::net::SocketAddr;
@@ -28,12 +29,47 @@ struct LookupRequest {
     tokens: Vec<String>,
 }
 
+/// How many accepted pushes the mock keeps for [`MockState::received`].
+pub const RECEIVED_KEPT: usize = 256;
+
+/// One accepted push, as it arrived.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub token: String,
+    /// The request path (FCM's names the project).
+    pub path: String,
+    pub headers: http::HeaderMap,
+    pub body: Bytes,
+}
+
+impl Received {
+    /// The body parsed as JSON (`Null` when it is not JSON).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_default()
+    }
+
+    /// A header's value as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|value| value.to_str().ok())
+    }
+
+    fn describe(&self) -> serde_json::Value {
+        let headers: serde_json::Map<String, serde_json::Value> = self
+            .headers
+            .iter()
+            .filter(|(name, _)| *name != "authorization")
+            .map(|(name, value)| (name.to_string(), json!(value.to_str().unwrap_or_default())))
+            .collect();
+        json!({"token": self.token, "path": self.path, "headers": headers, "body": self.json()})
+    }
+}
+
 /// What the control API reads and changes.
 pub struct MockState {
     pub accounting: Accounting,
     pub faults: Faults,
-    /// The body of a recently accepted push, to check what was sent.
-    sample: std::sync::Mutex<Option<bytes::Bytes>>,
+    /// The last [`RECEIVED_KEPT`] accepted pushes, oldest first.
+    received: std::sync::Mutex<std::collections::VecDeque<Received>>,
 }
 
 impl MockState {
@@ -41,22 +77,36 @@ impl MockState {
         Self {
             accounting: Accounting::new(),
             faults: Faults::new(),
-            sample: std::sync::Mutex::new(None),
+            received: std::sync::Mutex::new(std::collections::VecDeque::with_capacity(RECEIVED_KEPT)),
         }
     }
 
-    /// Keeps `body` as the sample (skipped when another request holds the
-    /// slot: the sample is any recent body, not every one).
-    pub fn keep_sample(&self, body: &bytes::Bytes) {
-        if let Ok(mut sample) = self.sample.try_lock() {
-            *sample = Some(body.clone());
-        }
+    fn kept(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<Received>> {
+        self.received.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A recently accepted push body, parsed.
+    /// Keeps an accepted push (the oldest kept one goes when full).
+    pub fn keep(&self, push: Received) {
+        let mut kept = self.kept();
+        if kept.len() == RECEIVED_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back(push);
+    }
+
+    /// The last accepted pushes, oldest first.
+    pub fn received(&self) -> Vec<Received> {
+        self.kept().iter().cloned().collect()
+    }
+
+    /// The last accepted push to `token`.
+    pub fn received_by(&self, token: &str) -> Option<Received> {
+        self.kept().iter().rev().find(|push| push.token == token).cloned()
+    }
+
+    /// The last accepted push body, parsed.
     pub fn sample(&self) -> Option<serde_json::Value> {
-        let sample = self.sample.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
-        serde_json::from_slice(&sample).ok()
+        self.kept().back().map(Received::json)
     }
 }
 
@@ -75,6 +125,10 @@ async fn handle(state: Arc<MockState>, request: Request<Incoming>) -> Response<B
         (Method::GET, "/stats") => json_response(200, &json!(state.accounting.stats())),
         (Method::GET, "/faults") => json_response(200, &json!(state.faults.get())),
         (Method::GET, "/sample") => json_response(200, &json!({"body": state.sample()})),
+        (Method::GET, "/received") => {
+            let pushes: Vec<_> = state.received().iter().map(Received::describe).collect();
+            json_response(200, &json!({"pushes": pushes}))
+        }
         (Method::PUT, "/faults") => match read_json::<FaultConfig>(request).await {
             Ok(config) => {
                 state.faults.set(config);
@@ -89,6 +143,7 @@ async fn handle(state: Arc<MockState>, request: Request<Incoming>) -> Response<B
         (Method::POST, "/reset") => {
             state.accounting.reset();
             state.faults.set(FaultConfig::default());
+            state.kept().clear();
             empty_response(204)
         }
         _ => json_response(404, &json!({"error": format!("no control endpoint {path}")})),

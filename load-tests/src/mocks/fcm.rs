@@ -11,7 +11,9 @@
 //!   `POST /v1/projects/{project}/messages:send` with a bearer token issued
 //!   above and a v1 message (`message.token`, `notification`,
 //!   `android.priority`, `android.ttl` as `"3600s"`, `android.collapse_key`,
-//!   `data` with string values); answers `{"name": ...}` or Google's error
+//!   `android.notification` (`sound`, `click_action`, `channel_id`,
+//!   `notification_count`, `notification_priority`), `data` with string
+//!   values); answers `{"name": ...}` or Google's error
 //!   JSON with `error.details[].errorCode`.
 
 use std::borrow::Cow;
@@ -32,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use super::control::{self, MockState};
+use super::control::{self, MockState, Received};
 use super::faults::{Verdict, impostor_page};
 use super::server::{Listener, MAX_REQUEST_BODY, Protocols, json_response, serve_tls};
 use super::tls::TestPki;
@@ -424,7 +426,7 @@ impl Fcm {
                 Err(google(403, "PERMISSION_DENIED", None, message)),
             );
         }
-        let body = request.into_body();
+        let (parts, body) = request.into_parts();
         if body.len() > MAX_REQUEST_BODY {
             return (
                 String::new(),
@@ -455,7 +457,12 @@ impl Fcm {
             .check_message(&message, &token)
             .and_then(|()| self.judge(&token));
         if outcome.is_ok() {
-            self.state.keep_sample(&body);
+            self.state.keep(Received {
+                token: token.clone(),
+                path: parts.uri.path().to_owned(),
+                headers: parts.headers,
+                body: body.clone(),
+            });
         }
         (token, outcome)
     }
@@ -503,6 +510,9 @@ impl Fcm {
                 return Err(invalid_argument(
                     "Invalid value at 'message.android.collapse_key'",
                 ));
+            }
+            if let Some(shown) = android.notification {
+                check_android_notification(shown)?;
             }
         }
         let size = [message.notification, message.data]
@@ -635,6 +645,52 @@ struct AndroidConfig<'a> {
     ttl: Option<&'a RawValue>,
     #[serde(borrow, default)]
     collapse_key: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    notification: Option<&'a RawValue>,
+}
+
+/// `android.notification.notification_priority` values FCM knows.
+const NOTIFICATION_PRIORITIES: [&str; 6] = [
+    "PRIORITY_UNSPECIFIED",
+    "PRIORITY_MIN",
+    "PRIORITY_LOW",
+    "PRIORITY_DEFAULT",
+    "PRIORITY_HIGH",
+    "PRIORITY_MAX",
+];
+
+/// Checks `android.notification`: text fields are strings, the count a
+/// non-negative integer, the priority one of FCM's names.
+fn check_android_notification(raw: &RawValue) -> Result<(), GoogleError> {
+    let at =
+        |field: &str| invalid_argument(format!("Invalid value at 'message.android.notification.{field}'"));
+    let shown =
+        fields(raw).ok_or_else(|| invalid_argument("Invalid value at 'message.android.notification'"))?;
+    for field in [
+        "title",
+        "body",
+        "sound",
+        "click_action",
+        "channel_id",
+        "icon",
+        "color",
+        "tag",
+    ] {
+        if shown.get(field).is_some_and(|v| !is_string(v)) {
+            return Err(at(field));
+        }
+    }
+    if let Some(count) = shown.get("notification_count")
+        && serde_json::from_str::<u32>(count.get()).is_err()
+    {
+        return Err(at("notification_count"));
+    }
+    if let Some(priority) = shown.get("notification_priority")
+        && !string(priority).is_some_and(|p| NOTIFICATION_PRIORITIES.contains(&p.as_ref()))
+    {
+        return Err(at("notification_priority"));
+    }
+    Ok(())
 }
 
 /// A JSON object's fields, each kept as the raw JSON text it was sent as

@@ -17,6 +17,7 @@ pub mod tls;
 
 pub use accounting::{Stats, TokenCount, digest};
 pub use apns::{ApnsMock, ApnsMockConfig};
+pub use control::Received;
 pub use faults::FaultConfig;
 pub use fcm::{FcmMock, FcmMockConfig};
 pub use own_thread::{OnOwnThread, start_on_own_thread};
@@ -33,4 +34,21 @@ pub(crate) fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The apps file table (`[apps.<app>]`, see `CLARION_APPS_FILE`) of an app
+/// whose Apple and Google are these mocks.
+pub fn apps_file_table(app: &str, apns: &ApnsMock, fcm: &FcmMock) -> String {
+    format!(
+        "[apps.{app}]\napns_topic = {topic:?}\napns_key_file = {key:?}\napns_key_id = {key_id:?}\n\
+         apns_team_id = {team:?}\napns_endpoint = {endpoint:?}\napns_sandbox_endpoint = {endpoint:?}\n\
+         fcm_credentials_file = {credentials:?}\nfcm_endpoint = {fcm_endpoint:?}\n",
+        topic = apns.bundle_id,
+        key = apns.key_file.display().to_string(),
+        key_id = apns.key_id,
+        team = apns.team_id,
+        endpoint = apns.endpoint,
+        credentials = fcm.credentials_file.display().to_string(),
+        fcm_endpoint = fcm.endpoint,
+    )
 }

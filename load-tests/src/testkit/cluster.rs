@@ -70,13 +70,24 @@ impl Drop for Mocks {
 
 impl Mocks {
     pub async fn start() -> Self {
+        Self::start_as("com.clarion.news", "CLARIONK01", "clarion-news").await
+    }
+
+    /// Mocks of another app's Apple and Google: its bundle id, APNs key id
+    /// and Firebase project (and a key and service account of their own).
+    pub async fn start_as(bundle_id: &str, apns_key_id: &str, fcm_project: &str) -> Self {
         let dir = std::env::temp_dir().join(format!("clarion-mocks-{}", uuid::Uuid::new_v4().simple()));
-        let apns = ApnsMock::start(ApnsMockConfig::local(dir.clone()))
-            .await
-            .expect("mock APNs starts");
-        let fcm = FcmMock::start(FcmMockConfig::local(dir.clone()))
-            .await
-            .expect("mock FCM starts");
+        let apns_config = ApnsMockConfig {
+            bundle_id: bundle_id.into(),
+            key_id: apns_key_id.into(),
+            ..ApnsMockConfig::local(dir.clone())
+        };
+        let apns = ApnsMock::start(apns_config).await.expect("mock APNs starts");
+        let fcm_config = FcmMockConfig {
+            project_id: fcm_project.into(),
+            ..FcmMockConfig::local(dir.clone())
+        };
+        let fcm = FcmMock::start(fcm_config).await.expect("mock FCM starts");
         let ca_file = dir.join("extra-ca.pem");
         let both = [&apns.ca_file, &fcm.ca_file]
             .iter()
@@ -114,6 +125,11 @@ impl Mocks {
         env.extend(self.fcm.env());
         env.push(("CLARION_EXTRA_CA_FILE".into(), self.ca_file.display().to_string()));
         env
+    }
+
+    /// An apps file table (`[apps.<app>]`) pointing at these mocks.
+    pub fn app_table(&self, app: &str) -> String {
+        crate::mocks::apps_file_table(app, &self.apns, &self.fcm)
     }
 
     /// Dispatcher flags pointing at the mocks.

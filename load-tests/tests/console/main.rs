@@ -204,6 +204,13 @@ async fn an_editor_composes_previews_dry_runs_sends_and_watches_it_complete() {
         "Polls close at 10pm. Follow the results live.",
     )
     .await;
+    browser.type_into("#badge", "5").await;
+    browser
+        .eval(
+            "const level = document.querySelector('#interruption-level'); \
+             level.value = 'time-sensitive'; level.dispatchEvent(new Event('input', {bubbles: true})); return true;",
+        )
+        .await;
     // 400 devices, above the threshold of 100: the editor types the size.
     browser.click("#send-button").await;
     browser.shown("#confirm-input").await;
@@ -238,6 +245,15 @@ async fn an_editor_composes_previews_dry_runs_sends_and_watches_it_complete() {
     assert_eq!(browser.text("#n-title").await, "Election night: polls close");
     let status = cluster.status(&sent).await;
     assert_eq!(status["audience"]["total"], 400);
+    assert_eq!(status["message"]["badge"], 5, "{status}");
+    assert_eq!(status["message"]["interruption_level"], "time-sensitive");
+    let ios = cluster
+        .mocks()
+        .state(clarion_proto::Platform::Ios)
+        .sample()
+        .expect("an APNs push");
+    assert_eq!(ios["aps"]["interruption-level"], "time-sensitive", "{ios}");
+    assert_eq!(ios["aps"]["badge"], 5);
     assert_eq!(
         status["delivery"]["ios"]["sent"].as_u64().unwrap_or(0)
             + status["delivery"]["android"]["sent"].as_u64().unwrap_or(0),
