@@ -1,5 +1,6 @@
 //! The APNs mock driven by a plain HTTP/2 client: every answer Apple gives,
-//! the provider-token checks, the faults, the control API, and no HTTP/1.1.
+//! the provider-token checks, the faults, the control API, no HTTP/1.1, and HTTP/2 by prior knowledge
+//! (no ALPN) as Apple serves it.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -413,6 +414,43 @@ async fn http1_clients_are_refused() {
         .send()
         .await;
     assert!(result.is_err(), "HTTP/1.1 must not get through: {result:?}");
+}
+
+#[tokio::test]
+async fn a_push_without_apns_push_type_is_an_alert_as_apple_reads_it() {
+    let f = start().await;
+    let response = f.push_with(TOKEN, |p| p.remove("apns-push-type")).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let silent = f
+        .push_with(TOKEN, |p| {
+            p.remove("apns-push-type");
+            p.body = json!({"aps": {"content-available": 1}}).to_string();
+        })
+        .await;
+    let (status, body) = reason(silent).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        body["reason"], "PayloadEmpty",
+        "without the header the push is an alert and needs one"
+    );
+}
+
+#[tokio::test]
+async fn http2_without_alpn_is_served_by_prior_knowledge() {
+    let f = start().await;
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(format!("{}/3/device/{TOKEN}", f.mock.endpoint))
+        .header("authorization", format!("bearer {}", f.jwt))
+        .header("apns-topic", &f.mock.bundle_id)
+        .header("apns-push-type", "alert")
+        .body(())
+        .unwrap();
+    let body = json!({"aps": {"alert": "News"}}).to_string();
+    let (status, answer) =
+        common::send_without_alpn(&f.mock.endpoint, &f.mock.ca_file, request, body.into()).await;
+    assert_eq!(status, http::StatusCode::OK, "answer: {answer:?}");
+    assert_eq!(f.stats().await.accepted, 1);
 }
 
 #[tokio::test]

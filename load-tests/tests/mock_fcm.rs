@@ -1,5 +1,6 @@
 //! The FCM mock driven by a plain HTTP/2 client: the OAuth2 token exchange
-//! and its checks, every answer of the v1 send API, and no HTTP/1.1 there.
+//! and its checks, every answer of the v1 send API, no HTTP/1.1 there, and HTTP/2 by prior
+//! knowledge (no ALPN) as Google serves it.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -208,6 +209,49 @@ async fn a_valid_message_is_accepted_over_http2_and_counted() {
     assert!(body["name"].as_str().unwrap().starts_with(&prefix), "{body}");
     let stats = common::stats(&f.client, &f.mock.control).await;
     assert_eq!(stats.accepted, 1);
+}
+
+#[tokio::test]
+async fn http2_without_alpn_is_served_by_prior_knowledge() {
+    let f = start().await;
+    let bearer = f.access_token().await;
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(format!(
+            "{}/v1/projects/{}/messages:send",
+            f.mock.endpoint, f.mock.project_id
+        ))
+        .header("authorization", format!("Bearer {bearer}"))
+        .header("content-type", "application/json")
+        .body(())
+        .unwrap();
+    let body = json!({"message": message(&token(1))}).to_string();
+    let (status, answer) =
+        common::send_without_alpn(&f.mock.endpoint, &f.mock.ca_file, request, body.into()).await;
+    assert_eq!(status, http::StatusCode::OK, "answer: {answer:?}");
+    let stats = common::stats(&f.client, &f.mock.control).await;
+    assert_eq!(stats.accepted, 1);
+
+    // The token endpoint also serves HTTP/1.1, so it tells by the first bytes.
+    let token_uri = f.account["token_uri"].as_str().unwrap();
+    let exchange = http::Request::builder()
+        .method("POST")
+        .uri(token_uri)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(())
+        .unwrap();
+    let form = format!(
+        "grant_type={}&assertion={}",
+        urlencode(JWT_BEARER),
+        f.assertion(|_| {})
+    );
+    let origin = token_uri.split("/token").next().unwrap();
+    let (status, answer) = common::send_without_alpn(origin, &f.mock.ca_file, exchange, form.into()).await;
+    assert_eq!(status, http::StatusCode::OK, "answer: {answer:?}");
+}
+
+fn urlencode(text: &str) -> String {
+    text.replace(':', "%3A")
 }
 
 #[tokio::test]

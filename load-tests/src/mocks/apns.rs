@@ -5,7 +5,8 @@
 //! `POST /3/device/{token}` needs an ES256 provider token signed by the key
 //! the mock wrote as a `.p8` file, with the mock's key id (`kid`) and team id
 //! (`iss`) and an `iat` less than an hour old; `apns-topic` (the bundle id),
-//! `apns-push-type` (`alert` | `background`), `apns-priority` (5 | 10),
+//! `apns-push-type` (`alert` | `background`; absent means `alert`, as Apple
+//! reads it for iOS), `apns-priority` (5 | 10),
 //! `apns-expiration` (integer), `apns-collapse-id` (≤ 64 bytes), `apns-id`
 //! (a UUID), none of them twice, and a JSON body of at most 4096 bytes
 //! holding an `aps` object (with `alert` for alert pushes).
@@ -299,7 +300,11 @@ impl Apns {
             Some(topic) if topic != self.bundle_id => return Err(refuse(400, "DeviceTokenNotForTopic")),
             Some(_) => {}
         }
-        let push_type = headers.get("apns-push-type").unwrap_or_default();
+        // Apple treats a push without the header as an alert (iOS).
+        let push_type = match parts.headers.contains_key("apns-push-type") {
+            true => headers.get("apns-push-type").unwrap_or_default(),
+            false => "alert",
+        };
         if !matches!(push_type, "alert" | "background") {
             return Err(refuse(400, "InvalidPushType"));
         }

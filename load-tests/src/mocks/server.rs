@@ -1,5 +1,8 @@
 //! Serving HTTP over TLS (HTTP/2 only, or HTTP/2 and HTTP/1.1 as ALPN
-//! negotiates) and plain HTTP/1.1 for the control API.
+//! negotiates) and plain HTTP/1.1 for the control API. A client that offers
+//! no ALPN at all is served as Apple and Google serve it: HTTP/2 by prior
+//! knowledge on an HTTP/2-only listener, otherwise whichever protocol its
+//! first bytes speak.
 //!
 //! HTTP/2 is served with `h2` directly: each connection's streams are
 //! answered inside that connection's task, without a task per stream as
@@ -22,7 +25,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::ServerConfig;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
@@ -77,6 +80,7 @@ where
 {
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
+    let offers_http1 = tls.alpn_protocols.iter().any(|p| p.as_slice() == b"http/1.1");
     let acceptor = TlsAcceptor::from(tls);
     let task = tokio::spawn(async move {
         let mut next_id = 0u64;
@@ -97,30 +101,52 @@ where
                         return;
                     }
                 };
-                if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
-                    serve_http2(tls, connection, handler).await;
-                } else {
-                    let service = service_fn(move |request: Request<Incoming>| {
-                        let handler = handler.clone();
-                        async move {
-                            let response = match read_body(request).await {
-                                Ok(request) => handler(request, connection).await,
-                                Err(response) => response,
-                            };
-                            Ok::<_, Infallible>(response.map(Full::new))
-                        }
-                    });
-                    let served = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(tls), service)
-                        .await;
-                    if let Err(err) = served {
-                        debug!(error = %err, "connection ended with an error");
-                    }
+                let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+                match alpn.as_deref() {
+                    Some(b"h2") => serve_http2(tls, connection, handler).await,
+                    // No ALPN: clients that speak HTTP/2 by prior knowledge
+                    // (aioapns, Pushy) are served as Apple serves them.
+                    None if !offers_http1 => serve_http2(tls, connection, handler).await,
+                    alpn => serve_hyper(tls, connection, handler, alpn.is_none()).await,
                 }
             });
         }
     });
     Ok(Listener { addr, task })
+}
+
+/// A connection hyper serves: HTTP/1.1 when ALPN chose it, or, when the
+/// client offered no ALPN, HTTP/1.1 or HTTP/2 as its first bytes tell.
+async fn serve_hyper<T, H, F>(io: T, connection: ConnectionId, handler: H, sniff: bool)
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    H: Fn(Request<Bytes>, ConnectionId) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<Bytes>> + Send + 'static,
+{
+    let service = service_fn(move |request: Request<Incoming>| {
+        let handler = handler.clone();
+        async move {
+            let response = match read_body(request).await {
+                Ok(request) => handler(request, connection).await,
+                Err(response) => response,
+            };
+            Ok::<_, Infallible>(response.map(Full::new))
+        }
+    });
+    let io = TokioIo::new(io);
+    let served = if sniff {
+        hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+            .serve_connection(io, service)
+            .await
+    } else {
+        hyper::server::conn::http1::Builder::new()
+            .serve_connection(io, service)
+            .await
+            .map_err(Into::into)
+    };
+    if let Err(err) = served {
+        debug!(error = %err, "connection ended with an error");
+    }
 }
 
 /// One HTTP/2 connection: accepts streams and answers them in this task.

@@ -41,7 +41,16 @@ pub async fn stats(client: &reqwest::Client, control: &str) -> Stats {
 }
 
 /// SETTINGS_MAX_CONCURRENT_STREAMS the server at `endpoint` advertises.
-pub async fn max_concurrent_streams(endpoint: &str, ca_file: &Path) -> usize {
+/// An HTTP/2 connection to a mock over TLS offering exactly `alpn` (none
+/// at all for a client that speaks HTTP/2 by prior knowledge).
+pub async fn h2_connect(
+    endpoint: &str,
+    ca_file: &Path,
+    alpn: &[&[u8]],
+) -> (
+    h2::client::SendRequest<bytes::Bytes>,
+    h2::client::Connection<tokio_rustls::client::TlsStream<TcpStream>, bytes::Bytes>,
+) {
     clarion_load_tests::mocks::tls::install_crypto_provider();
     let mut roots = RootCertStore::empty();
     for cert in CertificateDer::pem_file_iter(ca_file).unwrap() {
@@ -50,14 +59,43 @@ pub async fn max_concurrent_streams(endpoint: &str, ca_file: &Path) -> usize {
     let mut config = rustls::ClientConfig::builder()
         .with_root_certificates(roots)
         .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     let addr = endpoint.trim_start_matches("https://");
     let tcp = TcpStream::connect(addr).await.unwrap();
     let tls = TlsConnector::from(Arc::new(config))
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
         .unwrap();
-    let (client, mut connection) = h2::client::handshake(tls).await.unwrap();
+    h2::client::handshake(tls).await.unwrap()
+}
+
+/// Sends one request over a fresh prior-knowledge connection (no ALPN) and
+/// returns the answer's status and body.
+pub async fn send_without_alpn(
+    endpoint: &str,
+    ca_file: &Path,
+    request: http::Request<()>,
+    body: bytes::Bytes,
+) -> (http::StatusCode, bytes::Bytes) {
+    let (client, connection) = h2_connect(endpoint, ca_file, &[]).await;
+    tokio::spawn(connection);
+    let mut client = client.ready().await.expect("the connection is ready");
+    let (response, mut stream) = client.send_request(request, false).expect("a stream");
+    stream.send_data(body, true).expect("the body is sent");
+    let response = response.await.expect("an answer");
+    let status = response.status();
+    let mut received = response.into_body();
+    let mut body = Vec::new();
+    while let Some(chunk) = received.data().await {
+        let chunk = chunk.expect("a body chunk");
+        let _ = received.flow_control().release_capacity(chunk.len());
+        body.extend_from_slice(&chunk);
+    }
+    (status, body.into())
+}
+
+pub async fn max_concurrent_streams(endpoint: &str, ca_file: &Path) -> usize {
+    let (client, mut connection) = h2_connect(endpoint, ca_file, &[b"h2"]).await;
     // SETTINGS arrive with the server's first frames: drive the connection
     // through one request and then read what it learned.
     let mut request = tokio::spawn(async move {
