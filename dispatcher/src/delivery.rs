@@ -296,6 +296,8 @@ impl<C: PushChannel> Deliverer<C> {
             return Ok(prepared);
         }
         let prepared = Arc::new(channel.prepare(batch)?);
+        metrics::counter!("clarion_dispatcher_payloads_prepared_total", "platform" => batch.platform.as_str())
+            .increment(1);
         lock(&self.prepared).insert(target, prepared.clone());
         Ok(prepared)
     }

@@ -20,6 +20,20 @@ pub const TOPICS: [(&str, u8); 4] = [
 /// well-formed.
 pub const DEAD_PREFIX: &str = "dead";
 
+/// The locales a synthetic audience's devices may carry: one with no
+/// localization of its own (it reads the default text) and three that have
+/// one in [`localizations`], `fr-CA` more specific than `fr`.
+pub const LOCALES: [&str; 4] = ["en-GB", "fr", "fr-CA", "de"];
+
+/// A notification's `localizations` for the devices of [`LOCALES`].
+pub fn localizations() -> serde_json::Value {
+    serde_json::json!({
+        "fr": {"title": "Dernière minute", "body": "Benchmark"},
+        "fr-CA": {"title": "Nouvelles de dernière heure", "body": "Benchmark"},
+        "de": {"title": "Eilmeldung", "body": "Benchmark"},
+    })
+}
+
 /// Which topics the synthetic devices follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Layout {
@@ -37,6 +51,8 @@ pub struct AudienceShape {
     /// Share of dead tokens, in percent.
     pub dead_percent: u8,
     pub layout: Layout,
+    /// How many of [`LOCALES`] the devices carry (0: none, as before locales).
+    pub locales: u8,
 }
 
 /// One synthetic device.
@@ -44,6 +60,7 @@ pub struct AudienceShape {
 pub struct Device {
     pub token: String,
     pub platform: Platform,
+    pub locale: Option<&'static str>,
     pub topics: Vec<&'static str>,
 }
 
@@ -81,9 +98,14 @@ pub fn device(n: u64, shape: AudienceShape) -> Device {
             topics
         }
     };
+    let locale = match usize::from(shape.locales).min(LOCALES.len()) {
+        0 => None,
+        locales => Some(LOCALES[usize::from(digest[7]) % locales]),
+    };
     Device {
         token,
         platform,
+        locale,
         topics,
     }
 }
@@ -102,6 +124,7 @@ mod tests {
         ios_percent: 50,
         dead_percent: 3,
         layout: Layout::News,
+        locales: 0,
     };
 
     #[test]
@@ -132,5 +155,17 @@ mod tests {
             ..NEWS
         };
         assert_eq!(device(17, single).topics, vec!["breaking/uk"]);
+        assert!(devices.iter().all(|d| d.locale.is_none()));
+    }
+
+    #[test]
+    fn devices_carry_each_of_the_locales_asked_for() {
+        let shape = AudienceShape { locales: 4, ..NEWS };
+        let mut seen: Vec<&str> = (0..400).filter_map(|n| device(n, shape).locale).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen, ["de", "en-GB", "fr", "fr-CA"]);
+        let two = AudienceShape { locales: 2, ..NEWS };
+        assert!((0..400).all(|n| matches!(device(n, two).locale, Some("en-GB" | "fr"))));
     }
 }

@@ -127,6 +127,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
             ios_percent: args.ios_percent,
             dead_percent: args.dead_percent,
             layout: Layout::News,
+            locales: 0,
         },
         fresh: true,
         apps: args.apps,

@@ -82,7 +82,9 @@ pub async fn seed(client: &Client, plan: &SeedPlan, progress: bool) -> Result<Se
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let sink = client
-        .copy_in("COPY registrations (app, topic, shard, token, platform, apns_environment) FROM STDIN")
+        .copy_in(
+            "COPY registrations (app, topic, shard, token, platform, apns_environment, locale) FROM STDIN",
+        )
         .await
         .context("starting COPY")?;
     let mut sink = pin!(sink);
@@ -107,7 +109,9 @@ pub async fn seed(client: &Client, plan: &SeedPlan, progress: bool) -> Result<Se
                 buffer.put_slice(device.token.as_bytes());
                 buffer.put_u8(b'\t');
                 buffer.put_slice(device.platform.as_str().as_bytes());
-                buffer.put_slice(b"\tproduction\n");
+                buffer.put_slice(b"\tproduction\t");
+                buffer.put_slice(device.locale.unwrap_or("\\N").as_bytes());
+                buffer.put_u8(b'\n');
                 rows += 1;
             }
             if buffer.len() >= CHUNK_BYTES {
@@ -189,6 +193,9 @@ pub struct SeedArgs {
     #[arg(long)]
     pub append: bool,
 
+    /// How many of the locales en-GB, fr, fr-CA, de the devices carry (0: none).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=4))]
+    pub locales: u8,
     /// Apps (`default`, `app2`, …), each with `--devices` devices of its own.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub apps: u32,
@@ -209,6 +216,7 @@ pub async fn run(args: SeedArgs) -> Result<()> {
             ios_percent: args.ios_percent,
             dead_percent: args.dead_percent,
             layout: args.layout,
+            locales: args.locales,
         },
         fresh: !args.append,
         apps: args.apps,

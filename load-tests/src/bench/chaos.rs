@@ -318,6 +318,7 @@ pub async fn run(args: ChaosArgs) -> Result<ChaosReport> {
             ios_percent: 50,
             dead_percent: 0,
             layout: Layout::Single,
+            locales: 0,
         },
         fresh: true,
         apps: 1,

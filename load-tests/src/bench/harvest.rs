@@ -67,8 +67,9 @@ pub async fn run(args: HarvestArgs) -> Result<HarvestReport> {
         ios_percent: 50,
         dead_percent: 0,
         layout: Layout::Single,
+        locales: 0,
     };
-    let (seeded_rows, seed_s) = load_audience(&args.audience, shape).await?;
+    let (seeded_rows, seed_s) = load_audience(&args.audience, shape, 1).await?;
     let AudienceArgs {
         devices,
         ref database_url,

@@ -47,25 +47,35 @@ pub struct AudienceArgs {
 /// `shape` on `breaking/uk`, or keeps them with `--reuse` when the topic
 /// already holds exactly that many. Returns the rows written and the
 /// seconds it took (`None` when reused).
-pub async fn load_audience(args: &AudienceArgs, shape: AudienceShape) -> Result<(Option<u64>, Option<f64>)> {
+pub async fn load_audience(
+    args: &AudienceArgs,
+    shape: AudienceShape,
+    apps: u32,
+) -> Result<(Option<u64>, Option<f64>)> {
     prepare_database(&args.database_url).await?;
     let client = connect(&args.database_url).await?;
-    let existing: i64 = client
+    // Reused only when it holds exactly this audience: every app's devices
+    // on the topic, with as many distinct locales.
+    let existing = client
         .query_one(
-            "SELECT count(*) FROM registrations WHERE app = 'default' AND topic = 'breaking/uk'",
+            "SELECT count(*), count(DISTINCT app), count(DISTINCT locale) FROM registrations
+              WHERE topic = 'breaking/uk'",
             &[],
         )
-        .await?
-        .get(0);
-    if args.reuse && existing == args.devices as i64 {
-        println!("reusing {existing} registrations");
+        .await?;
+    let (rows, apps_there, locales_there): (i64, i64, i64) =
+        (existing.get(0), existing.get(1), existing.get(2));
+    let wanted = (args.devices * u64::from(apps)) as i64;
+    if args.reuse && (rows, apps_there, locales_there) == (wanted, i64::from(apps), i64::from(shape.locales))
+    {
+        println!("reusing {rows} registrations");
         return Ok((None, None));
     }
     let plan = SeedPlan {
         devices: args.devices,
         shape,
         fresh: true,
-        apps: 1,
+        apps,
     };
     let report = seed(&client, &plan, true).await?;
     let seconds = report.elapsed.as_secs_f64();

@@ -166,8 +166,9 @@ pub async fn run(args: OvertakeArgs) -> Result<Report> {
         ios_percent: 50,
         dead_percent: 0,
         layout: Layout::Single,
+        locales: 0,
     };
-    load_audience(&args.audience, shape).await?;
+    load_audience(&args.audience, shape, 1).await?;
     add_topic(&args.audience.database_url, MEDIUM_TOPIC, args.medium).await?;
     add_topic(&args.audience.database_url, SMALL_TOPIC, args.small).await?;
     // Rows inserted since the last vacuum are read from the heap, not the

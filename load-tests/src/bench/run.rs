@@ -15,10 +15,13 @@ use serde_json::{Value, json};
 use super::ceiling::{self, CeilingPlan, CeilingRun};
 use super::mocks::h2load_apns;
 use super::{AudienceArgs, git_commit, load_audience, plot, write_json};
-use crate::audience::{AudienceShape, Layout};
+use crate::audience::{AudienceShape, Layout, localizations};
 use crate::local_cluster::{Env, LocalCluster, LocalClusterConfig, Member, delete_namespace};
-use crate::mocks::{ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, start_on_own_thread};
+use crate::mocks::{
+    ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, apps_file_table, start_on_own_thread,
+};
 use crate::procinfo::{Usage, own_threads_cpu_s, usage};
+use crate::seed::app_id;
 
 /// Names of the mocks' threads start with this.
 const MOCK_THREAD_PREFIX: &str = "mock-";
@@ -38,6 +41,15 @@ pub struct RunArgs {
     /// Share of dead tokens (apps uninstalled), in percent.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub dead_percent: u8,
+    /// Apps (`default`, `app2`, …), each with `--devices` devices of its own
+    /// and its own connections, all served by the same mocks; one
+    /// notification per app, sent at once.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4))]
+    pub apps: u32,
+    /// How many of the locales en-GB, fr, fr-CA, de the devices carry (0:
+    /// none); the notifications then carry fr, fr-CA and de texts.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=4))]
+    pub locales: u8,
     /// Requests per mock for the ceiling.
     #[arg(long, default_value_t = 300_000)]
     pub ceiling_requests: u64,
@@ -110,8 +122,14 @@ pub struct Report {
     pub ceiling: CeilingDetail,
     /// Peak RSS and CPU of each process over the end-to-end send.
     pub processes: Processes,
-    /// The coordinator's own timings, for comparison.
+    /// The coordinator's own timings, for comparison (one status per app
+    /// when there are several).
     pub coordinator_status: Value,
+    /// Payloads the dispatchers built over the end-to-end send: one per
+    /// notification, environment and text, however many devices.
+    pub payloads_prepared: Option<u64>,
+    /// Token batches the dispatchers delivered over the end-to-end send.
+    pub batches_delivered: Option<u64>,
     pub seeded_rows: Option<u64>,
     pub seed_s: Option<f64>,
     pub machine: Machine,
@@ -138,8 +156,9 @@ pub async fn run(args: RunArgs) -> Result<Report> {
         ios_percent: args.ios_percent,
         dead_percent: args.dead_percent,
         layout: Layout::Single,
+        locales: args.locales,
     };
-    let (seeded_rows, seed_s) = load_audience(&args.audience, shape).await?;
+    let (seeded_rows, seed_s) = load_audience(&args.audience, shape, args.apps).await?;
 
     let work = std::env::temp_dir().join(format!("clarion-bench-{}", std::process::id()));
     let apns_config = ApnsMockConfig::local(work.clone());
@@ -179,7 +198,16 @@ pub async fn run(args: RunArgs) -> Result<Report> {
     }
 
     let mut dispatcher_env = dispatcher_env_for(&apns, &fcm, &work)?;
-    let extra: Env = args.settings.clone();
+    let mut extra: Env = args.settings.clone();
+    if args.apps > 1 {
+        // Every app but `default` in the apps file, all on the same mocks.
+        let table: String = (1..args.apps)
+            .map(|app| apps_file_table(&app_id(app), &apns, &fcm))
+            .collect();
+        let apps_file = work.join("apps.toml");
+        std::fs::write(&apps_file, table)?;
+        extra.push(("CLARION_APPS_FILE".into(), apps_file.display().to_string()));
+    }
     dispatcher_env.extend(extra.iter().cloned());
     let namespace = format!("bench-{}", std::process::id());
     let config = LocalClusterConfig {
@@ -230,12 +258,16 @@ pub async fn run(args: RunArgs) -> Result<Report> {
         },
         processes: processes.context("no process figures")?.into_report(),
         coordinator_status: measured.status,
+        payloads_prepared: measured.payloads_prepared,
+        batches_delivered: measured.batches_delivered,
         seeded_rows,
         seed_s,
         machine: machine(),
         configuration: json!({
             "ios_percent": args.ios_percent,
             "dead_percent": args.dead_percent,
+            "apps": args.apps,
+            "locales": args.locales,
             "harvesters": 1,
             "dispatchers_per_platform": 1,
             "settings": args.settings.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
@@ -266,6 +298,8 @@ struct Measured {
     dispatcher_alone: Option<Vec<(f64, u64)>>,
     status: Value,
     processes: ProcessUsage,
+    payloads_prepared: Option<u64>,
+    batches_delivered: Option<u64>,
 }
 
 #[derive(Clone)]
@@ -302,16 +336,29 @@ async fn measure(
     println!("end to end: sending");
     let mocks_cpu_before = own_threads_cpu_s(MOCK_THREAD_PREFIX);
     let sent = Instant::now();
-    let id = cluster
-        .send(&json!({"topics": ["breaking/uk"], "title": "Benchmark", "body": "90in2"}))
-        .await?;
-    let (curve, status) = follow(cluster, &id, args.audience.devices, sent, timeout, &accepted).await?;
-    let audience = status["audience"]["total"].as_u64().unwrap_or(0);
-    let gone = ["ios", "android"]
-        .iter()
-        .map(|p| status["delivery"][p]["unregistered"].as_u64().unwrap_or(0))
-        .sum::<u64>();
+    let ids = send_per_app(cluster, args, "90in2").await?;
+    let expected = args.audience.devices * u64::from(args.apps);
+    let (curve, statuses) = follow(cluster, &ids, expected, sent, timeout, &accepted).await?;
+    let total = |field: &dyn Fn(&Value) -> u64| statuses.iter().map(field).sum::<u64>();
+    let audience = total(&|s| s["audience"]["total"].as_u64().unwrap_or(0));
+    let gone = total(&|s| {
+        ["ios", "android"]
+            .iter()
+            .map(|p| s["delivery"][p]["unregistered"].as_u64().unwrap_or(0))
+            .sum()
+    });
     let reachable = audience - gone;
+    let dispatcher_metrics = dispatcher_metrics(cluster).await;
+    let payloads_prepared = dispatcher_metrics
+        .as_ref()
+        .map(|m| metric_sum(m, "clarion_dispatcher_payloads_prepared_total"));
+    let batches_delivered = dispatcher_metrics
+        .as_ref()
+        .map(|m| metric_sum(m, "clarion_dispatcher_batches_total"));
+    let status = match <[Value; 1]>::try_from(statuses) {
+        Ok([one]) => one,
+        Err(several) => Value::Array(several),
+    };
     let pids = [
         cluster.coordinator.pid(),
         cluster.harvesters.first().and_then(|h| h.pid()),
@@ -336,13 +383,13 @@ async fn measure(
         cluster.restart(Member::Coordinator).await?;
         apns.state.accounting.reset();
         fcm.state.accounting.reset();
-        let id = cluster
-            .send(&json!({"topics": ["breaking/uk"], "title": "Benchmark", "body": "dispatchers alone"}))
-            .await?;
-        wait_for(cluster, &id, timeout, |s| s["status"] == "dispatching").await?;
+        let ids = send_per_app(cluster, args, "dispatchers alone").await?;
+        for id in &ids {
+            wait_for(cluster, id, timeout, |s| s["status"] == "dispatching").await?;
+        }
         let started = Instant::now();
         cluster.start_dispatchers().await?;
-        let (curve, _) = follow(cluster, &id, args.audience.devices, started, timeout, &accepted).await?;
+        let (curve, _) = follow(cluster, &ids, expected, started, timeout, &accepted).await?;
         Some(curve)
     };
     Ok(Measured {
@@ -352,21 +399,65 @@ async fn measure(
         dispatcher_alone,
         status,
         processes,
+        payloads_prepared,
+        batches_delivered,
     })
 }
 
-/// Polls the mocks until the notification is complete and every reachable
-/// device was counted, with a progress bar of the `expected` devices;
-/// returns the curve and the final status.
+/// Sends one notification to `breaking/uk` per app, at once; with
+/// localizations when the devices carry locales.
+async fn send_per_app(cluster: &LocalCluster, args: &RunArgs, body: &str) -> Result<Vec<String>> {
+    let sends = (0..args.apps).map(|app| {
+        let mut notification = json!({
+            "app": app_id(app),
+            "topics": ["breaking/uk"],
+            "title": "Benchmark",
+            "body": body,
+        });
+        if args.locales > 0 {
+            notification["localizations"] = localizations();
+        }
+        async move { cluster.send(&notification).await }
+    });
+    futures::future::try_join_all(sends).await
+}
+
+/// Every dispatcher's `/metrics` text, or `None` when one cannot be read.
+async fn dispatcher_metrics(cluster: &LocalCluster) -> Option<Vec<String>> {
+    let http = reqwest::Client::new();
+    let mut texts = Vec::new();
+    for dispatcher in &cluster.dispatchers {
+        let addr = dispatcher.setting("CLARION_HTTP_ADDR")?;
+        let response = http.get(format!("http://{addr}/metrics")).send().await.ok()?;
+        texts.push(response.text().await.ok()?);
+    }
+    Some(texts)
+}
+
+/// The sum of every series of `name` (a counter) over Prometheus texts.
+fn metric_sum(texts: &[String], name: &str) -> u64 {
+    texts
+        .iter()
+        .flat_map(|text| text.lines())
+        .filter(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// Polls the mocks until every notification of `ids` is complete and every
+/// reachable device was counted, with a progress bar of the `expected`
+/// devices; returns the curve and the final statuses.
 async fn follow(
     cluster: &LocalCluster,
-    id: &str,
+    ids: &[String],
     expected: u64,
     since: Instant,
     timeout: Duration,
     accepted: &impl Fn() -> u64,
-) -> Result<(Vec<(f64, u64)>, Value)> {
-    let path = format!("/api/v1/notifications/{id}");
+) -> Result<(Vec<(f64, u64)>, Vec<Value>)> {
     let bar = ProgressBar::new(expected.max(1)).with_style(
         ProgressStyle::with_template(
             "{spinner} [{elapsed_precise}] {bar:40.green/blue} {pos}/{len} {per_sec} {msg}",
@@ -375,32 +466,44 @@ async fn follow(
     );
     let mut curve = vec![(0.0, 0)];
     let mut last_status = Instant::now();
-    let mut status = cluster.get(&path).await?;
+    let mut statuses = statuses_of(cluster, ids).await?;
     loop {
         tokio::time::sleep(POLL).await;
         curve.push((since.elapsed().as_secs_f64(), accepted()));
         bar.set_position(accepted());
         if last_status.elapsed() >= Duration::from_millis(500) {
-            status = cluster.get(&path).await?;
+            statuses = statuses_of(cluster, ids).await?;
             last_status = Instant::now();
-            bar.set_message(status["status"].as_str().unwrap_or("?").to_owned());
-            if !status["completed_at"].is_null() {
-                let sent: u64 = ["ios", "android"]
+            let shown: Vec<&str> = statuses
+                .iter()
+                .map(|s| s["status"].as_str().unwrap_or("?"))
+                .collect();
+            bar.set_message(shown.join(" "));
+            if statuses.iter().all(|s| !s["completed_at"].is_null()) {
+                let sent: u64 = statuses
                     .iter()
-                    .map(|p| status["delivery"][p]["sent"].as_u64().unwrap_or(0))
+                    .flat_map(|s| ["ios", "android"].map(|p| s["delivery"][p]["sent"].as_u64().unwrap_or(0)))
                     .sum();
                 if accepted() >= sent {
                     curve.push((since.elapsed().as_secs_f64(), accepted()));
                     bar.finish_and_clear();
-                    return Ok((curve, status));
+                    return Ok((curve, statuses));
                 }
             }
         }
         if since.elapsed() > timeout {
             bar.abandon();
-            bail!("not delivered after {timeout:?}: {status}");
+            bail!("not delivered after {timeout:?}: {statuses:?}");
         }
     }
+}
+
+async fn statuses_of(cluster: &LocalCluster, ids: &[String]) -> Result<Vec<Value>> {
+    let mut statuses = Vec::with_capacity(ids.len());
+    for id in ids {
+        statuses.push(cluster.get(&format!("/api/v1/notifications/{id}")).await?);
+    }
+    Ok(statuses)
 }
 
 async fn wait_for(
@@ -513,6 +616,9 @@ fn print_table(report: &Report) {
         println!("  dispatchers alone {rate:.0} pushes/s ({ratio:.2} × ceiling)");
     }
     println!("  ceiling           {:.0} pushes/s", report.ceiling_per_s);
+    if let (Some(payloads), Some(batches)) = (report.payloads_prepared, report.batches_delivered) {
+        println!("  payloads built    {payloads} for {batches} batches");
+    }
     let p = &report.processes;
     for (name, usage) in [
         ("coordinator", p.coordinator),
