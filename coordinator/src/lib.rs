@@ -221,10 +221,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
                 prefetch: settings.reports_prefetch,
                 name: "coordinator-reports".into(),
             },
-            ReportHandler {
-                pool: pool.clone(),
-                valve: settings.valve(),
-            },
+            ReportHandler::start(pool.clone(), settings.valve()),
         ),
         dead_letters: QueueConsumer::start_pool(
             1,

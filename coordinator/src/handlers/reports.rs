@@ -1,25 +1,48 @@
 //! The reports queue: job reports from harvesters and delivery reports from
 //! dispatchers, each counted into its notification's progress exactly once.
+//!
+//! Delivery reports (one per token batch: thousands a second in a big send)
+//! go to a [`ReportWriter`] that counts every report waiting in one
+//! transaction and acks each only after that transaction commits. While one
+//! write runs the next reports gather, so a busy queue costs one commit per
+//! many reports and a quiet one still gets each report written at once.
+//! Job reports (one per shard job) are counted one by one as they come.
 
 use clarion_proto::codec::decode;
 use clarion_proto::names::{headers, message_types};
 use clarion_proto::{DeliveryReport, JobReport};
 use clarion_runtime::PgPool;
-use clarion_runtime::amqp::consumer::{DeliveryHandler, ack, dead_letter};
+use clarion_runtime::amqp::consumer::{DeliveryHandler, ack, dead_letter, requeue};
 use clarion_runtime::amqp::message::header_text;
 use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
+use tokio::sync::mpsc;
 use tracing::{Instrument, debug, warn};
+use uuid::Uuid;
 
 use super::{count_report, give_back, process_span, retry_database};
 use crate::progress::completion::{Valve, announce};
-use crate::progress::{Recorded, record_delivery, record_job};
+use crate::progress::{Recorded, record_deliveries, record_delivery, record_job};
+use crate::store::StoreError;
+
+/// Most delivery reports counted in one transaction. The consumer's
+/// prefetch bounds it too: reports are acked only once written.
+const MAX_REPORTS_PER_WRITE: usize = 512;
 
 #[derive(Clone)]
 pub struct ReportHandler {
     pub pool: PgPool,
     /// The safety valve's thresholds.
     pub valve: Valve,
+    pub writer: ReportWriter,
+}
+
+impl ReportHandler {
+    /// A handler and its writer, started on the current arbiter.
+    pub fn start(pool: PgPool, valve: Valve) -> Self {
+        let writer = ReportWriter::start(pool.clone(), valve);
+        Self { pool, valve, writer }
+    }
 }
 
 impl DeliveryHandler for ReportHandler {
@@ -29,59 +52,144 @@ impl DeliveryHandler for ReportHandler {
         Box::pin(
             async move {
                 let kind = header_text(&delivery.properties, headers::MESSAGE_TYPE);
-                let (id, recorded) = match kind.as_deref() {
+                match kind.as_deref() {
                     Some(message_types::JOB_REPORT) => match decode::<JobReport>(&delivery.data) {
-                        Ok(report) => (
-                            report.notification_id,
-                            retry_database("record job report", || {
+                        Ok(report) => {
+                            let recorded = retry_database("record job report", || {
                                 record_job(&handler.pool, &report, handler.valve)
                             })
-                            .await,
-                        ),
-                        Err(err) => return dead_letter(&delivery, &err.to_string()).await,
+                            .await;
+                            settle("job", report.notification_id, recorded, &delivery, handler.valve).await;
+                        }
+                        Err(err) => dead_letter(&delivery, &err.to_string()).await,
                     },
                     Some(message_types::DELIVERY_REPORT) => match decode::<DeliveryReport>(&delivery.data) {
-                        Ok(report) => (
-                            report.batch_id.notification_id,
-                            retry_database("record delivery report", || {
-                                record_delivery(&handler.pool, &report, handler.valve)
-                            })
-                            .await,
-                        ),
-                        Err(err) => return dead_letter(&delivery, &err.to_string()).await,
+                        // Acked by the writer once counted.
+                        Ok(report) => handler.writer.write(report, delivery).await,
+                        Err(err) => dead_letter(&delivery, &err.to_string()).await,
                     },
                     other => {
                         let reason = format!("unexpected message type {other:?} on the reports queue");
-                        return dead_letter(&delivery, &reason).await;
+                        dead_letter(&delivery, &reason).await;
                     }
-                };
-                let kind = if kind.as_deref() == Some(message_types::JOB_REPORT) {
-                    "job"
-                } else {
-                    "delivery"
-                };
-                match recorded {
-                    Ok(Recorded::Counted(completion)) => {
-                        count_report(kind, "counted");
-                        if let Some(completion) = completion {
-                            announce(id, &completion, handler.valve);
-                        }
-                        ack(&delivery).await;
-                    }
-                    Ok(Recorded::UnknownNotification) => {
-                        count_report(kind, "unknown");
-                        warn!(notification.id = %id, "report for an unknown notification");
-                        ack(&delivery).await;
-                    }
-                    Ok(Recorded::Duplicate) => {
-                        count_report(kind, "duplicate");
-                        debug!(notification.id = %id, "report already counted");
-                        ack(&delivery).await;
-                    }
-                    Err(err) => give_back(&delivery, "record report", &err).await,
                 }
             }
             .instrument(span),
         )
+    }
+}
+
+/// Acks a report once its fate is known, or gives it back when its write
+/// failed.
+async fn settle(
+    kind: &'static str,
+    id: Uuid,
+    recorded: Result<Recorded, StoreError>,
+    delivery: &Delivery,
+    valve: Valve,
+) {
+    match recorded {
+        Ok(Recorded::Counted(completion)) => {
+            count_report(kind, "counted");
+            if let Some(completion) = completion {
+                announce(id, &completion, valve);
+            }
+            ack(delivery).await;
+        }
+        Ok(Recorded::UnknownNotification) => {
+            count_report(kind, "unknown");
+            warn!(notification.id = %id, "report for an unknown notification");
+            ack(delivery).await;
+        }
+        Ok(Recorded::Duplicate) => {
+            count_report(kind, "duplicate");
+            debug!(notification.id = %id, "report already counted");
+            ack(delivery).await;
+        }
+        Err(err) => give_back(delivery, "record report", &err).await,
+    }
+}
+
+/// A delivery report waiting to be counted, with the message to ack.
+struct Pending {
+    report: DeliveryReport,
+    delivery: Delivery,
+}
+
+/// Counts delivery reports in batches: one transaction for every report
+/// waiting when the previous write ends.
+#[derive(Clone)]
+pub struct ReportWriter {
+    queue: mpsc::Sender<Pending>,
+}
+
+impl ReportWriter {
+    /// Starts the writer's task on the current arbiter.
+    pub fn start(pool: PgPool, valve: Valve) -> Self {
+        let (queue, waiting) = mpsc::channel(MAX_REPORTS_PER_WRITE);
+        actix::spawn(write_reports(waiting, pool, valve));
+        Self { queue }
+    }
+
+    /// Hands a report to the writer (waiting while it is full); the message
+    /// goes back to the queue if the writer has stopped.
+    async fn write(&self, report: DeliveryReport, delivery: Delivery) {
+        if let Err(mpsc::error::SendError(pending)) = self.queue.send(Pending { report, delivery }).await {
+            requeue(&pending.delivery).await;
+        }
+    }
+}
+
+async fn write_reports(mut waiting: mpsc::Receiver<Pending>, pool: PgPool, valve: Valve) {
+    let mut batch = Vec::with_capacity(MAX_REPORTS_PER_WRITE);
+    while waiting.recv_many(&mut batch, MAX_REPORTS_PER_WRITE).await > 0 {
+        write_batch(&pool, valve, std::mem::take(&mut batch))
+            .instrument(tracing::info_span!("record delivery reports"))
+            .await;
+    }
+}
+
+async fn write_batch(pool: &PgPool, valve: Valve, batch: Vec<Pending>) {
+    let (reports, deliveries): (Vec<DeliveryReport>, Vec<Delivery>) =
+        batch.into_iter().map(|p| (p.report, p.delivery)).unzip();
+    let recorded = retry_database("record delivery reports", || {
+        record_deliveries(pool, &reports, valve)
+    })
+    .await;
+    match recorded {
+        Ok(fates) => {
+            for ((fate, report), delivery) in fates.into_iter().zip(&reports).zip(&deliveries) {
+                settle(
+                    "delivery",
+                    report.batch_id.notification_id,
+                    Ok(fate),
+                    delivery,
+                    valve,
+                )
+                .await;
+            }
+        }
+        // One report the database refuses must not hold back the others:
+        // count them one by one, so only that one is parked.
+        Err(err) if reports.len() > 1 && !err.is_transient() => {
+            warn!(error = %err, reports = reports.len(), "a batch of reports was refused; counting them one by one");
+            for (report, delivery) in reports.iter().zip(&deliveries) {
+                let recorded =
+                    retry_database("record delivery report", || record_delivery(pool, report, valve)).await;
+                settle(
+                    "delivery",
+                    report.batch_id.notification_id,
+                    recorded,
+                    delivery,
+                    valve,
+                )
+                .await;
+            }
+        }
+        Err(err) => {
+            for delivery in &deliveries {
+                give_back(delivery, "record report", &err).await;
+            }
+        }
     }
 }

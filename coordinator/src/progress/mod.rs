@@ -14,7 +14,7 @@ use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
 use uuid::Uuid;
 
-use crate::store::delivery::{count_batch, delete_registrations, hold_tokens, lock};
+use crate::store::delivery::{count_batches, delete_registrations, hold_tokens, lock};
 use crate::store::notifications::{count_job, drop_waiting_jobs};
 use crate::store::{Counted, StoreError};
 use completion::{Completion, Valve, complete_if_finished, complete_unpublished};
@@ -51,14 +51,37 @@ pub async fn record_delivery(
     report: &DeliveryReport,
     valve: Valve,
 ) -> Result<Recorded, StoreError> {
+    let mut recorded = record_deliveries(pool, std::slice::from_ref(report), valve).await?;
+    Ok(recorded.pop().unwrap_or(Recorded::Duplicate))
+}
+
+/// Counts delivery reports once each in one transaction, and completes each
+/// notification whose last batch is among them; returns each report's fate
+/// in order (a completion goes with the last report counted of its
+/// notification).
+pub async fn record_deliveries(
+    pool: &PgPool,
+    reports: &[DeliveryReport],
+    valve: Valve,
+) -> Result<Vec<Recorded>, StoreError> {
     let mut conn = pool.get().await.map_err(DbError::from)?;
     let tx = conn.transaction().await?;
-    let id = report.batch_id.notification_id;
-    let recorded = match count_batch(&tx, report).await? {
-        Counted::Now => Recorded::Counted(complete_if_finished(&tx, id, valve).await?),
-        Counted::Duplicate => return Ok(Recorded::Duplicate),
-        Counted::UnknownNotification => return Ok(Recorded::UnknownNotification),
-    };
+    let counted = count_batches(&tx, reports).await?;
+    let mut recorded: Vec<Recorded> = counted
+        .iter()
+        .map(|fate| match fate {
+            Counted::Now => Recorded::Counted(None),
+            Counted::Duplicate => Recorded::Duplicate,
+            Counted::UnknownNotification => Recorded::UnknownNotification,
+        })
+        .collect();
+    let mut settled = std::collections::HashSet::new();
+    for (i, report) in reports.iter().enumerate().rev() {
+        let id = report.batch_id.notification_id;
+        if counted[i] == Counted::Now && settled.insert(id) {
+            recorded[i] = Recorded::Counted(complete_if_finished(&tx, id, valve).await?);
+        }
+    }
     tx.commit().await?;
     Ok(recorded)
 }

@@ -3,89 +3,214 @@
 //! `held_tokens` (gone and invalid tokens held for the safety valve), and
 //! the registrations they delete. SQL only; [`crate::progress`] decides.
 
+use std::collections::{HashMap, HashSet};
+
 use chrono::{DateTime, Utc};
-use clarion_proto::DeliveryReport;
 use clarion_proto::platform::segment;
+use clarion_proto::{DeliveryCounts, DeliveryReport, Platform};
 use tokio_postgres::{GenericClient, Transaction};
 use uuid::Uuid;
 
 use super::{Counted, StoreError};
 
-/// Counts a delivery report once (`delivery_batches` primary key): adds its
-/// counts to the notification and its accept times to the histogram.
-pub async fn count_batch(tx: &Transaction<'_>, report: &DeliveryReport) -> Result<Counted, StoreError> {
-    let id = report.batch_id.notification_id;
-    if lock(tx, id).await?.is_none() {
-        return Ok(Counted::UnknownNotification);
+/// Counts delivery reports once each (`delivery_batches` primary key), in
+/// set-based statements whatever their number: the notifications locked in
+/// one statement, the batches inserted in one, each notification's counts
+/// added in one `UPDATE` per platform and the accept times in one upsert.
+/// Returns each report's fate, in order; a report repeated within `reports`
+/// counts once.
+pub async fn count_batches(
+    tx: &Transaction<'_>,
+    reports: &[DeliveryReport],
+) -> Result<Vec<Counted>, StoreError> {
+    let mut ids: Vec<Uuid> = reports.iter().map(|r| r.batch_id.notification_id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let known: HashSet<Uuid> = tx
+        .query(
+            "SELECT id FROM notifications WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+            &[&ids],
+        )
+        .await?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let candidates: Vec<&DeliveryReport> = reports
+        .iter()
+        .filter(|r| known.contains(&r.batch_id.notification_id))
+        .collect();
+    let inserted = insert_batches(tx, &candidates).await?;
+
+    // In order: the first report of each inserted key counts, the rest are
+    // duplicates (of a row already there, or of an earlier report here).
+    let mut fresh: HashSet<(Uuid, u32, u32)> = inserted;
+    let mut fates = Vec::with_capacity(reports.len());
+    let mut totals: HashMap<(Uuid, Platform), Totals> = HashMap::new();
+    let mut accepts: HashMap<(Uuid, u32), u64> = HashMap::new();
+    for report in reports {
+        let id = report.batch_id.notification_id;
+        if !known.contains(&id) {
+            fates.push(Counted::UnknownNotification);
+            continue;
+        }
+        if !fresh.remove(&(id, report.batch_id.job_index, report.batch_id.seq)) {
+            fates.push(Counted::Duplicate);
+            continue;
+        }
+        totals
+            .entry((id, report.platform))
+            .or_default()
+            .add(&report.counts);
+        for bucket in &report.accepts {
+            *accepts.entry((id, bucket.after_ms)).or_default() += u64::from(bucket.count);
+        }
+        fates.push(Counted::Now);
     }
-    let c = &report.counts;
+    add_counts(tx, &totals).await?;
+    add_accepts(tx, &accepts).await?;
+    Ok(fates)
+}
+
+/// Inserts the reports' `delivery_batches` rows (none twice); returns the
+/// keys inserted now.
+async fn insert_batches(
+    tx: &Transaction<'_>,
+    reports: &[&DeliveryReport],
+) -> Result<HashSet<(Uuid, u32, u32)>, StoreError> {
+    if reports.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let column = |f: &dyn Fn(&DeliveryReport) -> i32| -> Vec<i32> { reports.iter().map(|r| f(r)).collect() };
     let n = |v: u32| v as i32;
-    let inserted = tx
-        .execute(
+    let ids: Vec<Uuid> = reports.iter().map(|r| r.batch_id.notification_id).collect();
+    let platforms: Vec<&str> = reports.iter().map(|r| r.platform.as_str()).collect();
+    let segments: Vec<&str> = reports
+        .iter()
+        .map(|r| segment(r.platform, r.environment))
+        .collect();
+    let first: Vec<Option<DateTime<Utc>>> = reports.iter().map(|r| r.first_accept_at).collect();
+    let last: Vec<Option<DateTime<Utc>>> = reports.iter().map(|r| r.last_accept_at).collect();
+    let rows = tx
+        .query(
             "INSERT INTO delivery_batches (notification_id, job_index, seq, platform, sent, failed, invalid,
                                            unregistered, expired, dry_run, cancelled, first_accept_at, last_accept_at,
                                            segment, held_back)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT DO NOTHING",
+             SELECT * FROM unnest($1::uuid[], $2::integer[], $3::integer[], $4::text[], $5::integer[],
+                                  $6::integer[], $7::integer[], $8::integer[], $9::integer[], $10::integer[],
+                                  $11::integer[], $12::timestamptz[], $13::timestamptz[], $14::text[], $15::integer[])
+             ON CONFLICT DO NOTHING
+             RETURNING notification_id, job_index, seq",
             &[
-                &id,
-                &(report.batch_id.job_index as i32),
-                &(report.batch_id.seq as i32),
-                &report.platform.as_str(),
-                &n(c.sent),
-                &n(c.failed),
-                &n(c.invalid),
-                &n(c.unregistered),
-                &n(c.expired),
-                &n(c.dry_run),
-                &n(c.cancelled),
-                &report.first_accept_at,
-                &report.last_accept_at,
-                &segment(report.platform, report.environment),
-                &n(c.held_back),
+                &ids,
+                &column(&|r| n(r.batch_id.job_index)),
+                &column(&|r| n(r.batch_id.seq)),
+                &platforms,
+                &column(&|r| n(r.counts.sent)),
+                &column(&|r| n(r.counts.failed)),
+                &column(&|r| n(r.counts.invalid)),
+                &column(&|r| n(r.counts.unregistered)),
+                &column(&|r| n(r.counts.expired)),
+                &column(&|r| n(r.counts.dry_run)),
+                &column(&|r| n(r.counts.cancelled)),
+                &first,
+                &last,
+                &segments,
+                &column(&|r| n(r.counts.held_back)),
             ],
         )
         .await?;
-    if inserted == 0 {
-        return Ok(Counted::Duplicate);
-    }
-    let p = report.platform.as_str();
-    let w = |v: u32| i64::from(v);
-    tx.execute(
-        &format!(
-            "UPDATE notifications
-                SET sent_{p} = sent_{p} + $2, failed_{p} = failed_{p} + $3, invalid_{p} = invalid_{p} + $4,
-                    unregistered_{p} = unregistered_{p} + $5, expired_{p} = expired_{p} + $6,
-                    dry_run_{p} = dry_run_{p} + $7, cancelled_{p} = cancelled_{p} + $8,
-                    held_back_{p} = held_back_{p} + $9,
-                    batches_reported = batches_reported + 1, updated_at = now()
-              WHERE id = $1"
-        ),
-        &[
-            &id,
-            &w(c.sent),
-            &w(c.failed),
-            &w(c.invalid),
-            &w(c.unregistered),
-            &w(c.expired),
-            &w(c.dry_run),
-            &w(c.cancelled),
-            &w(c.held_back),
-        ],
-    )
-    .await?;
-    if !report.accepts.is_empty() {
-        let after: Vec<i32> = report.accepts.iter().map(|b| b.after_ms as i32).collect();
-        let counts: Vec<i64> = report.accepts.iter().map(|b| i64::from(b.count)).collect();
+    Ok(rows
+        .iter()
+        .map(|row| {
+            let job: i32 = row.get(1);
+            let seq: i32 = row.get(2);
+            (row.get(0), job as u32, seq as u32)
+        })
+        .collect())
+}
+
+/// Adds counted reports' totals to their notifications: one `UPDATE` per
+/// notification and platform.
+async fn add_counts(
+    tx: &Transaction<'_>,
+    totals: &HashMap<(Uuid, Platform), Totals>,
+) -> Result<(), StoreError> {
+    for ((id, platform), c) in totals {
+        let p = platform.as_str();
         tx.execute(
-            "INSERT INTO notification_accepts (notification_id, after_ms, accepted)
-             SELECT $1, * FROM unnest($2::integer[], $3::bigint[])
-             ON CONFLICT (notification_id, after_ms)
-             DO UPDATE SET accepted = notification_accepts.accepted + EXCLUDED.accepted",
-            &[&id, &after, &counts],
+            &format!(
+                "UPDATE notifications
+                    SET sent_{p} = sent_{p} + $2, failed_{p} = failed_{p} + $3, invalid_{p} = invalid_{p} + $4,
+                        unregistered_{p} = unregistered_{p} + $5, expired_{p} = expired_{p} + $6,
+                        dry_run_{p} = dry_run_{p} + $7, cancelled_{p} = cancelled_{p} + $8,
+                        held_back_{p} = held_back_{p} + $9,
+                        batches_reported = batches_reported + $10, updated_at = now()
+                  WHERE id = $1"
+            ),
+            &[
+                id,
+                &c.sent,
+                &c.failed,
+                &c.invalid,
+                &c.unregistered,
+                &c.expired,
+                &c.dry_run,
+                &c.cancelled,
+                &c.held_back,
+                &c.batches,
+            ],
         )
         .await?;
     }
-    Ok(Counted::Now)
+    Ok(())
+}
+
+/// Adds accept times to the notifications' histograms in one upsert.
+async fn add_accepts(tx: &Transaction<'_>, accepts: &HashMap<(Uuid, u32), u64>) -> Result<(), StoreError> {
+    if accepts.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<Uuid> = accepts.keys().map(|(id, _)| *id).collect();
+    let after: Vec<i32> = accepts.keys().map(|(_, after)| *after as i32).collect();
+    let counts: Vec<i64> = accepts.values().map(|&count| count as i64).collect();
+    tx.execute(
+        "INSERT INTO notification_accepts (notification_id, after_ms, accepted)
+         SELECT * FROM unnest($1::uuid[], $2::integer[], $3::bigint[])
+         ON CONFLICT (notification_id, after_ms)
+         DO UPDATE SET accepted = notification_accepts.accepted + EXCLUDED.accepted",
+        &[&ids, &after, &counts],
+    )
+    .await?;
+    Ok(())
+}
+
+/// A notification's counts on one platform from the reports counted in one
+/// write.
+#[derive(Debug, Default)]
+struct Totals {
+    sent: i64,
+    failed: i64,
+    invalid: i64,
+    unregistered: i64,
+    expired: i64,
+    dry_run: i64,
+    cancelled: i64,
+    held_back: i64,
+    batches: i64,
+}
+
+impl Totals {
+    fn add(&mut self, c: &DeliveryCounts) {
+        self.sent += i64::from(c.sent);
+        self.failed += i64::from(c.failed);
+        self.invalid += i64::from(c.invalid);
+        self.unregistered += i64::from(c.unregistered);
+        self.expired += i64::from(c.expired);
+        self.dry_run += i64::from(c.dry_run);
+        self.cancelled += i64::from(c.cancelled);
+        self.held_back += i64::from(c.held_back);
+        self.batches += 1;
+    }
 }
 
 /// A locked notification as token cleanup sees it.

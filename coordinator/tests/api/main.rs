@@ -13,6 +13,7 @@ mod methods;
 mod migrations;
 mod posture;
 mod registrations;
+mod reports;
 mod scheduled;
 mod topics;
 mod validation;
