@@ -78,6 +78,12 @@ pub trait PushChannel: Sized + Send + Sync + 'static {
 
     /// Renews the credentials after a [`Attempt::Reauthenticate`].
     fn reauthenticate(&self) -> impl Future<Output = ()> + Send;
+
+    /// The project whose quota this channel's pushes count against, when
+    /// the provider has one to share among replicas (FCM).
+    fn quota_project(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// The `Retry-After` of an answer, in whole seconds (the HTTP-date form is

@@ -239,14 +239,26 @@ pub struct DeliverySettings {
     )]
     pub not_ready_after_secs: u64,
 
-    /// Most pushes per second from this process; 0 = no cap. FCM's default
-    /// project quota is 600,000 messages per minute across all senders.
+    /// Most pushes per second from this process; 0 = no cap. (FCM's
+    /// per-project quota is shared out by --fcm-quota-per-minute.)
     #[arg(
         long = "dispatch-rate-limit",
         env = "CLARION_DISPATCH_RATE_LIMIT",
         default_value_t = 0
     )]
     pub rate_limit: u32,
+
+    /// FCM messages a minute each Firebase project may send (Google's
+    /// default quota: 600,000), shared by every Android dispatcher replica:
+    /// each paces itself at 95% of it divided by the replicas the broker
+    /// counts on the Android queue, and slows down on QUOTA_EXCEEDED.
+    /// 0 = no pacing. Ignored by iOS dispatchers.
+    #[arg(
+        long = "fcm-quota-per-minute",
+        env = "CLARION_FCM_QUOTA_PER_MINUTE",
+        default_value_t = 600_000
+    )]
+    pub fcm_quota_per_minute: u64,
 }
 
 impl DeliverySettings {

@@ -1,7 +1,8 @@
 //! Delivering one token batch: every token pushed concurrently (bounded),
 //! retried with jittered exponential backoff honouring `Retry-After`,
-//! paced by the optional rate cap and by a process-wide pause whenever the
-//! provider answers 429. Invalid tokens are never retried.
+//! paced by the optional rate cap, by the project's share of its quota
+//! ([`crate::pacing`]) and by a process-wide pause whenever the provider
+//! answers 429. Invalid tokens are never retried.
 //!
 //! The push of a notification is prepared once per target (notification and
 //! environment) and cached, so the 1000th batch of a send costs no payload
@@ -24,6 +25,7 @@ use uuid::Uuid;
 
 use crate::apps::AppChannels;
 use crate::channel::{Attempt, PushChannel};
+use crate::pacing::{Pacer, Pacers};
 use crate::push_health::PushHealth;
 
 /// Prepared pushes kept: the notifications a dispatcher works on at once.
@@ -73,6 +75,8 @@ pub struct Deliverer<C: PushChannel> {
     channels: AppChannels<C>,
     limits: Limits,
     rate: Option<DefaultDirectRateLimiter>,
+    /// Each project's share of its quota (FCM).
+    pacers: Pacers,
     pause: Pause,
     cancellations: Cancellations,
     prepared: Mutex<PreparedCache<C::Prepared>>,
@@ -86,6 +90,7 @@ impl<C: PushChannel> Deliverer<C> {
         channels: AppChannels<C>,
         limits: Limits,
         rate_limit: u32,
+        pacers: Pacers,
         cancellations: Cancellations,
         health: Arc<PushHealth>,
     ) -> Self {
@@ -97,6 +102,7 @@ impl<C: PushChannel> Deliverer<C> {
                 let burst = NonZeroU32::new((rate.get() / 10).max(1)).unwrap_or(NonZeroU32::MIN);
                 RateLimiter::direct(Quota::per_second(rate).allow_burst(burst))
             }),
+            pacers,
             pause: Pause::new(),
             cancellations,
             prepared: Mutex::new(PreparedCache::default()),
@@ -144,6 +150,7 @@ impl<C: PushChannel> Deliverer<C> {
             }
         };
 
+        let pacer = self.pacers.for_project(channel.quota_project());
         let limit = self.limits.per_batch.max(1);
         let mut tokens = batch.tokens.iter();
         let mut in_flight = FuturesUnordered::new();
@@ -151,7 +158,9 @@ impl<C: PushChannel> Deliverer<C> {
         loop {
             while in_flight.len() < limit {
                 match tokens.next() {
-                    Some(token) => in_flight.push(self.push(&channel, token, batch, &prepared)),
+                    Some(token) => {
+                        in_flight.push(self.push(&channel, token, batch, &prepared, pacer.as_deref()))
+                    }
                     None => break,
                 }
             }
@@ -200,8 +209,9 @@ impl<C: PushChannel> Deliverer<C> {
         token: &'a String,
         batch: &TokenBatch,
         prepared: &C::Prepared,
+        pacer: Option<&Pacer>,
     ) -> (&'a String, Fate, u32) {
-        let (fate, retries) = self.attempts(channel, token, batch, prepared).await;
+        let (fate, retries) = self.attempts(channel, token, batch, prepared, pacer).await;
         (token, fate, retries)
     }
 
@@ -211,6 +221,7 @@ impl<C: PushChannel> Deliverer<C> {
         token: &str,
         batch: &TokenBatch,
         prepared: &C::Prepared,
+        pacer: Option<&Pacer>,
     ) -> (Fate, u32) {
         let id = batch.batch_id.notification_id;
         let mut retries = 0;
@@ -225,6 +236,9 @@ impl<C: PushChannel> Deliverer<C> {
             self.pause.wait().await;
             if let Some(rate) = &self.rate {
                 rate.until_ready().await;
+            }
+            if let Some(pacer) = pacer {
+                pacer.ready().await;
             }
             // The waits above can be long (a quota pause): a cancel read
             // meanwhile must stop this push too.
@@ -254,8 +268,12 @@ impl<C: PushChannel> Deliverer<C> {
                 } => {
                     let delay = retry_delay(after, self.backoff(attempt), self.limits.retry_after_max);
                     if throttled {
-                        // The provider asked us to slow down: everyone waits.
+                        // The provider asked us to slow down: everyone waits,
+                        // and the quota's share is paced slower from now on.
                         self.pause.extend(delay);
+                        if let Some(pacer) = pacer {
+                            pacer.throttled();
+                        }
                     }
                     (reason, Some(delay))
                 }

@@ -17,9 +17,12 @@ pub mod delivery;
 pub mod fcm;
 pub mod handlers;
 pub mod http2;
+pub mod pacing;
 pub mod push_health;
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU32;
+use std::time::Duration;
 
 use actix::{Arbiter, Recipient};
 use clarion_proto::{Names, Platform};
@@ -44,8 +47,13 @@ use crate::delivery::{Deliverer, Limits};
 use crate::fcm::FcmChannel;
 use crate::handlers::token_batches::{DELIVERED_REMEMBERED, TokenBatchHandler};
 use crate::http2::PoolLimits;
+use crate::pacing::{Pacers, Replicas};
 use crate::push_health::PushHealth;
 use clarion_runtime::apps::AppsFile;
+
+/// How often the broker is asked how many consumers the platform's queue
+/// has (how many replicas share a provider's quota).
+const REPLICAS_REFRESH: Duration = Duration::from_secs(2);
 
 /// How the dispatcher's spans are exported (its platform as an attribute).
 pub fn trace_service(platform: Platform) -> TraceService {
@@ -245,16 +253,24 @@ async fn start_workers<C: PushChannel>(
         retry_after_max: delivery.retry_after_max(),
     };
     let cancellations = Cancellations::default();
+    let workers = usize::from(delivery.batch_workers);
+    // Consumers the broker counts on this platform's queue: how many
+    // replicas share a provider's quota.
+    let consumers = Arc::new(AtomicU32::new(0));
+    let pacers = Pacers::new(
+        delivery.fcm_quota_per_minute,
+        Replicas::new(consumers.clone(), workers as u32),
+    );
     let deliverer = Arc::new(Deliverer::new(
         channels,
         limits,
         delivery.rate_limit,
+        pacers,
         cancellations.clone(),
         health,
     ));
     let platform = C::PLATFORM;
     let broker = settings.broker.clone();
-    let workers = usize::from(delivery.batch_workers);
     let prefetch = delivery.prefetch;
     let breaker_pushes = delivery.breaker_pushes;
     let (tx, rx) = oneshot::channel();
@@ -275,7 +291,12 @@ async fn start_workers<C: PushChannel>(
             in_hand: Arc::default(),
             breaker: Arc::new(Breaker::new(breaker_pushes)),
         };
-        clarion_runtime::metrics::watch_queue(link.clone(), names.deliver_queue(platform));
+        clarion_runtime::metrics::watch_queue_consumers(
+            link.clone(),
+            names.deliver_queue(platform),
+            REPLICAS_REFRESH,
+            consumers,
+        );
         let spec = ConsumerSpec {
             queue: names.deliver_queue(platform),
             prefetch,

@@ -119,6 +119,11 @@ impl LocalCluster {
         Ok(())
     }
 
+    /// The settings of the dispatchers started from now on.
+    pub fn set_dispatcher_env(&mut self, env: Env) {
+        self.config.dispatcher_env = env;
+    }
+
     /// Starts one more dispatcher for `platform`.
     pub async fn start_dispatcher(&mut self, platform: Platform) -> Result<()> {
         let common = common_env(&self.config);

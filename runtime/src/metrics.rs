@@ -3,7 +3,8 @@
 //! service. Names follow `clarion_<subsystem>_<name>_<unit>`; labels have
 //! fixed, low-cardinality values (never a token, key or error text).
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use actix_web::{HttpResponse, get, web};
@@ -67,10 +68,22 @@ pub fn watch_pool(pool: PgPool, service: &'static str) -> tokio::task::JoinHandl
 /// Publishes how many messages wait in `queue` (consumer lag) every few
 /// seconds, for as long as the returned task runs.
 pub fn watch_queue(link: crate::BrokerLink, queue: String) -> tokio::task::JoinHandle<()> {
+    watch_queue_consumers(link, queue, Duration::from_secs(5), Arc::default())
+}
+
+/// As [`watch_queue`], every `every`, also storing in `consumers` (and
+/// publishing) how many consumers the broker counts on the queue.
+pub fn watch_queue_consumers(
+    link: crate::BrokerLink,
+    queue: String,
+    every: Duration,
+    consumers: Arc<AtomicU32>,
+) -> tokio::task::JoinHandle<()> {
     use lapin::options::QueueDeclareOptions;
     use lapin::types::FieldTable;
     tokio::spawn(async move {
         let gauge = metrics::gauge!("clarion_amqp_queue_messages", "queue" => queue.clone());
+        let consumer_gauge = metrics::gauge!("clarion_amqp_queue_consumers", "queue" => queue.clone());
         loop {
             let connection = link.connection().await;
             if let Ok(channel) = connection.create_channel().await {
@@ -83,10 +96,12 @@ pub fn watch_queue(link: crate::BrokerLink, queue: String) -> tokio::task::JoinH
                     .await
                 {
                     gauge.set(f64::from(declared.message_count()));
-                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    consumer_gauge.set(f64::from(declared.consumer_count()));
+                    consumers.store(declared.consumer_count(), Ordering::Relaxed);
+                    tokio::time::sleep(every).await;
                 }
             }
-            tokio::time::sleep(Duration::from_secs(5)).await;
+            tokio::time::sleep(every).await;
         }
     })
 }

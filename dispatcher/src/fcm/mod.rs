@@ -27,6 +27,8 @@ pub struct FcmChannel {
     auth: FcmAuth,
     /// `{endpoint}/v1/projects/{project}/messages:send`, built once.
     uri: Uri,
+    /// The Firebase project, whose quota the pushes count against.
+    project: String,
 }
 
 impl FcmChannel {
@@ -53,7 +55,12 @@ impl FcmChannel {
         let uri = pool
             .uri(&format!("/v1/projects/{project}/messages:send"))
             .map_err(|_| format!("{project:?} is not a usable Firebase project id"))?;
-        Ok(Self { pool, auth, uri })
+        Ok(Self {
+            pool,
+            auth,
+            uri,
+            project,
+        })
     }
 }
 
@@ -115,5 +122,9 @@ impl PushChannel for FcmChannel {
 
     async fn reauthenticate(&self) {
         self.auth.renew().await;
+    }
+
+    fn quota_project(&self) -> Option<&str> {
+        Some(&self.project)
     }
 }

@@ -369,6 +369,8 @@ pub async fn run(args: ChaosArgs) -> Result<ChaosReport> {
     dispatcher_env.push(("CLARION_APNS_SANDBOX_ENDPOINT".into(), proxied_apns.clone()));
     dispatcher_env.extend(fcm.env());
     dispatcher_env.push(("CLARION_EXTRA_CA_FILE".into(), ca_file.display().to_string()));
+    // The mock FCM has no quota: nothing to share out.
+    dispatcher_env.push(("CLARION_FCM_QUOTA_PER_MINUTE".into(), "0".into()));
     dispatcher_env.push((
         "CLARION_DISPATCH_STREAMS_PER_BATCH".into(),
         STREAMS_PER_BATCH.to_string(),

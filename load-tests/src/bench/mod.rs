@@ -7,6 +7,7 @@ pub mod chaos;
 pub mod harvest;
 pub mod mocks;
 pub mod overtake;
+pub mod pacing;
 pub mod plot;
 pub mod run;
 

@@ -567,6 +567,9 @@ pub(crate) fn dispatcher_env_for(apns: &ApnsMock, fcm: &FcmMock, work: &std::pat
     env.push(("CLARION_APNS_SANDBOX_ENDPOINT".into(), apns.endpoint.clone()));
     env.extend(fcm.env());
     env.push(("CLARION_EXTRA_CA_FILE".into(), ca_file.display().to_string()));
+    // The mock FCM has no quota unless a benchmark gives it one (and then
+    // sets the dispatchers' share of it itself).
+    env.push(("CLARION_FCM_QUOTA_PER_MINUTE".into(), "0".into()));
     Ok(env)
 }
 

@@ -6,6 +6,7 @@ use clarion_load_tests::bench::chaos::{ChaosArgs, run as chaos};
 use clarion_load_tests::bench::harvest::{HarvestArgs, run as harvest};
 use clarion_load_tests::bench::mocks::{MocksArgs, run as mocks};
 use clarion_load_tests::bench::overtake::{OvertakeArgs, run as overtake};
+use clarion_load_tests::bench::pacing::{PacingArgs, run as pacing};
 use clarion_load_tests::bench::run::{RunArgs, run as run_90in2};
 use clarion_load_tests::seed::{SeedArgs, run as seed};
 
@@ -38,6 +39,10 @@ enum Command {
     /// urgent send into a bulk one, two equal sends, each with the job
     /// relay's scheduling off and on; writes load-tests/results/overtake.json.
     Overtake(OvertakeArgs),
+    /// Several Android dispatchers sharing one FCM project's quota, which
+    /// the mock enforces; one replica killed mid-send; writes
+    /// load-tests/results/pacing.json and pacing.svg.
+    Pacing(PacingArgs),
     /// Bulk-loads a synthetic audience with COPY.
     Seed(SeedArgs),
     /// The 90in2 benchmark: seed, cluster, send, ceiling, report and plot.
@@ -66,6 +71,13 @@ async fn main() -> anyhow::Result<()> {
             let report = overtake(args).await?;
             if !report.targets.met {
                 anyhow::bail!("the overtake targets were not met");
+            }
+            Ok(())
+        }
+        Command::Pacing(args) => {
+            let report = pacing(args).await?;
+            if report.lost > 0 {
+                anyhow::bail!("{} devices got no push", report.lost);
             }
             Ok(())
         }
