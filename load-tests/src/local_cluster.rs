@@ -88,6 +88,7 @@ impl LocalCluster {
             harvesters.push(
                 start_worker(
                     &http,
+                    &[],
                     &name,
                     "clarion-harvester",
                     &common,
@@ -126,12 +127,19 @@ impl LocalCluster {
 
     /// Starts one more dispatcher for `platform`.
     pub async fn start_dispatcher(&mut self, platform: Platform) -> Result<()> {
+        self.start_dispatcher_under(&[], platform).await
+    }
+
+    /// Starts one more dispatcher for `platform` under `wrapper` (e.g.
+    /// `valgrind --tool=callgrind`).
+    pub async fn start_dispatcher_under(&mut self, wrapper: &[String], platform: Platform) -> Result<()> {
         let common = common_env(&self.config);
         let mut env = self.config.dispatcher_env.clone();
         env.push(("CLARION_PLATFORM".into(), platform.to_string()));
         let name = format!("dispatcher-{platform}-{}", self.dispatchers.len());
         let dispatcher = start_worker(
             &self.http,
+            wrapper,
             &name,
             "clarion-dispatcher",
             &common,
@@ -150,6 +158,7 @@ impl LocalCluster {
         let env = self.config.harvester_env.clone();
         let harvester = start_worker(
             &self.http,
+            &[],
             &name,
             "clarion-harvester",
             &common,
@@ -241,6 +250,7 @@ impl LocalCluster {
 /// until it is ready.
 async fn start_worker(
     http: &Client,
+    wrapper: &[String],
     name: &str,
     binary: &str,
     common: &[(String, String)],
@@ -251,7 +261,7 @@ async fn start_worker(
     let mut env = common.to_vec();
     env.push(("CLARION_HTTP_ADDR".into(), health.clone()));
     env.extend(extra.iter().cloned());
-    let mut service = ServiceProcess::spawn(name, binary, &[], &env, &config.log_dir)?;
+    let mut service = ServiceProcess::spawn_under(wrapper, name, binary, &[], &env, &config.log_dir)?;
     wait_until_ready(http, &format!("http://{health}"), &mut service).await?;
     Ok(service)
 }

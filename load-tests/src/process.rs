@@ -23,6 +23,8 @@ pub struct ServiceProcess {
 
 /// How the process was started, so it can be started again the same way.
 struct Launch {
+    /// A program the binary runs under (e.g. `valgrind --tool=callgrind`).
+    wrapper: Vec<String>,
     path: PathBuf,
     args: Vec<String>,
     env: Vec<(String, String)>,
@@ -41,7 +43,21 @@ impl ServiceProcess {
         env: &[(String, String)],
         log_dir: &Path,
     ) -> Result<Self> {
+        Self::spawn_under(&[], name, binary, args, env, log_dir)
+    }
+
+    /// As [`ServiceProcess::spawn`], run under `wrapper` (a program and its
+    /// arguments, the binary's path appended) unless it is empty.
+    pub fn spawn_under(
+        wrapper: &[String],
+        name: &str,
+        binary: &str,
+        args: &[&str],
+        env: &[(String, String)],
+        log_dir: &Path,
+    ) -> Result<Self> {
         let launch = Launch {
+            wrapper: wrapper.to_vec(),
             path: sibling_binary(binary)?,
             args: args.iter().map(|arg| (*arg).to_owned()).collect(),
             env: env.to_vec(),
@@ -72,7 +88,15 @@ impl ServiceProcess {
         let log = launch.log_dir.join(file);
         let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let err = out.try_clone()?;
-        let child = Command::new(&launch.path)
+        let mut command = match launch.wrapper.split_first() {
+            Some((program, wrapper_args)) => {
+                let mut command = Command::new(program);
+                command.args(wrapper_args).arg(&launch.path);
+                command
+            }
+            None => Command::new(&launch.path),
+        };
+        let child = command
             .args(&launch.args)
             .envs(
                 launch

@@ -4,6 +4,7 @@
 pub mod api_check;
 pub mod ceiling;
 pub mod chaos;
+pub mod dispatcher_cost;
 pub mod harvest;
 pub mod mocks;
 pub mod overtake;

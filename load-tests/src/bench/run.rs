@@ -119,6 +119,21 @@ pub struct Report {
     pub dispatcher_per_s: Option<f64>,
     pub dispatcher_ratio: Option<f64>,
     pub end_to_end_ratio: f64,
+    /// The share of the ideal time the send achieved: (0.9 × audience /
+    /// ceiling) / t90, the ideal being every push at the ceiling rate.
+    pub efficiency: Option<f64>,
+    /// Pushes accepted in the first 5 s after the first accept, per second,
+    /// over the sustained rate: below 1 when a send starts slowly.
+    pub first_5s_ratio: Option<f64>,
+    /// CPU of both dispatchers over the end-to-end send, per push.
+    pub dispatcher_cpu_us_per_push: f64,
+    /// CPU of the minimal ceiling clients (this process, mocks aside), per
+    /// request: what the bare transport costs.
+    pub ceiling_cpu_us_per_push: f64,
+    /// CPU of the mocks over the end-to-end send, per push.
+    pub mocks_cpu_us_per_push: f64,
+    /// CPU of the coordinator over the end-to-end send, per device.
+    pub coordinator_cpu_us_per_device: f64,
     pub ceiling: CeilingDetail,
     /// Peak RSS and CPU of each process over the end-to-end send.
     pub processes: Processes,
@@ -182,7 +197,12 @@ pub async fn run(args: RunArgs) -> Result<Report> {
         connections: 2,
         in_flight: 1000,
     };
+    let (own_cpu_before, mocks_cpu_before) = (own_cpu_s(), own_threads_cpu_s(MOCK_THREAD_PREFIX));
     let (ceiling_apns, ceiling_fcm) = ceiling::measure(&apns, &fcm, plan).await?;
+    let ceiling_client_cpu_s =
+        (own_cpu_s() - own_cpu_before) - (own_threads_cpu_s(MOCK_THREAD_PREFIX) - mocks_cpu_before);
+    let ceiling_cpu_us_per_push =
+        ceiling_client_cpu_s * 1e6 / (ceiling_apns.requests + ceiling_fcm.requests).max(1) as f64;
     let h2load_apns_per_s = h2load_apns(&apns, args.ceiling_requests).await.ok();
     let ceiling_per_s = ceiling_apns.per_s + ceiling_fcm.per_s;
     println!(
@@ -237,7 +257,16 @@ pub async fn run(args: RunArgs) -> Result<Report> {
         .dispatcher_alone
         .as_ref()
         .and_then(|c| sustained_rate(c, reachable));
+    let processes = processes.context("no process figures")?.into_report();
+    let pushes = reachable.max(1) as f64;
+    let dispatcher_cpu_s = processes.dispatcher_ios.cpu_s + processes.dispatcher_android.cpu_s;
     let report = Report {
+        efficiency: t90.map(|t90| 0.9 * reachable as f64 / ceiling_per_s / t90),
+        first_5s_ratio: first_seconds_rate(&curve, 5.0).map(|rate| rate / pushes_per_s.max(1e-9)),
+        dispatcher_cpu_us_per_push: dispatcher_cpu_s * 1e6 / pushes,
+        ceiling_cpu_us_per_push,
+        mocks_cpu_us_per_push: processes.mocks_cpu_s * 1e6 / pushes,
+        coordinator_cpu_us_per_device: processes.coordinator.cpu_s * 1e6 / measured.audience.max(1) as f64,
         name: name.clone(),
         audience: measured.audience,
         reachable,
@@ -256,7 +285,7 @@ pub async fn run(args: RunArgs) -> Result<Report> {
             fcm: ceiling_fcm,
             h2load_apns_per_s,
         },
-        processes: processes.context("no process figures")?.into_report(),
+        processes,
         coordinator_status: measured.status,
         payloads_prepared: measured.payloads_prepared,
         batches_delivered: measured.batches_delivered,
@@ -535,6 +564,18 @@ fn time_to(curve: &[(f64, u64)], total: u64, q: f64) -> Option<f64> {
 }
 
 /// Pushes per second between 10% and 90% of `total`.
+/// Pushes per second over the first `seconds` after the first accept.
+fn first_seconds_rate(curve: &[(f64, u64)], seconds: f64) -> Option<f64> {
+    let &(start, _) = curve.iter().find(|(_, accepted)| *accepted > 0)?;
+    let &(end, accepted) = curve.iter().rev().find(|(t, _)| *t <= start + seconds)?;
+    (end > start + seconds * 0.9).then(|| accepted as f64 / (end - start).max(1e-9))
+}
+
+/// CPU seconds this process has used so far.
+fn own_cpu_s() -> f64 {
+    usage(std::process::id()).map_or(0.0, |u| u.cpu_s)
+}
+
 fn sustained_rate(curve: &[(f64, u64)], total: u64) -> Option<f64> {
     let t10 = time_to(curve, total, 0.1)?;
     let t90 = time_to(curve, total, 0.9)?;
@@ -619,6 +660,19 @@ fn print_table(report: &Report) {
         println!("  dispatchers alone {rate:.0} pushes/s ({ratio:.2} × ceiling)");
     }
     println!("  ceiling           {:.0} pushes/s", report.ceiling_per_s);
+    if let Some(efficiency) = report.efficiency {
+        println!("  efficiency        {efficiency:.2} (0.9 × audience / ceiling, over t90)");
+    }
+    if let Some(ratio) = report.first_5s_ratio {
+        println!("  first 5 s         {ratio:.2} × the sustained rate");
+    }
+    println!(
+        "  CPU per push      dispatchers {:.1} µs, ceiling client {:.1} µs, mocks {:.1} µs; coordinator {:.2} µs a device",
+        report.dispatcher_cpu_us_per_push,
+        report.ceiling_cpu_us_per_push,
+        report.mocks_cpu_us_per_push,
+        report.coordinator_cpu_us_per_device
+    );
     if let (Some(payloads), Some(batches)) = (report.payloads_prepared, report.batches_delivered) {
         println!("  payloads built    {payloads} for {batches} batches");
     }

@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 use clarion_load_tests::bench::api_check::{ApiCheckArgs, run as api_check};
 use clarion_load_tests::bench::chaos::{ChaosArgs, run as chaos};
+use clarion_load_tests::bench::dispatcher_cost::{DispatcherCostArgs, run as dispatcher_cost};
 use clarion_load_tests::bench::harvest::{HarvestArgs, run as harvest};
 use clarion_load_tests::bench::mocks::{MocksArgs, run as mocks};
 use clarion_load_tests::bench::overtake::{OvertakeArgs, run as overtake};
@@ -31,6 +32,10 @@ enum Command {
     /// storms, a hung OAuth2 endpoint, a black hole, cancel with workers
     /// down); writes load-tests/results/chaos.json and prints a table.
     Chaos(ChaosArgs),
+    /// Instructions per push of one dispatcher per platform, counted by
+    /// valgrind --tool=callgrind over one send to --devices devices (half
+    /// iPhones); writes load-tests/results/dispatcher-cost.json.
+    DispatcherCost(DispatcherCostArgs),
     /// Harvest rate and harvester memory for one large topic.
     Harvest(HarvestArgs),
     /// Requests per second the mock APNs and FCM serve, driven by h2load.
@@ -65,6 +70,7 @@ async fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::DispatcherCost(args) => dispatcher_cost(args).await.map(|_| ()),
         Command::Harvest(args) => harvest(args).await.map(|_| ()),
         Command::Mocks(args) => mocks(args).await.map(|_| ()),
         Command::Overtake(args) => {
