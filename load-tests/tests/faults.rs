@@ -294,8 +294,8 @@ async fn a_notification_that_stops_making_progress_is_failed_by_the_watchdog_wit
     cluster.stop().await;
 }
 
-/// A delivery report the database refuses every time: two accept buckets
-/// for the same moment make its histogram upsert touch one row twice.
+/// A delivery report no dispatcher sends and the coordinator refuses: two
+/// accept buckets for the same moment.
 fn poison_report(notification_id: uuid::Uuid) -> clarion_proto::DeliveryReport {
     use clarion_proto::{AcceptBucket, BatchId, DeliveryCounts, DeliveryReport, WireVersion};
     DeliveryReport {

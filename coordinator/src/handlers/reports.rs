@@ -6,7 +6,9 @@
 //! transaction and acks each only after that transaction commits. While one
 //! write runs the next reports gather, so a busy queue costs one commit per
 //! many reports and a quiet one still gets each report written at once.
-//! Job reports (one per shard job) are counted one by one as they come.
+//! Job reports (one per shard job) are counted one by one as they come. A
+//! delivery report no dispatcher would send is parked in the dead-letter
+//! queue at once, which fails its notification.
 
 use clarion_proto::codec::decode;
 use clarion_proto::names::{headers, message_types};
@@ -17,7 +19,7 @@ use clarion_runtime::amqp::message::header_text;
 use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
 use tokio::sync::mpsc;
-use tracing::{Instrument, debug, warn};
+use tracing::{Instrument, debug, error, warn};
 use uuid::Uuid;
 
 use super::{count_report, give_back, process_span, retry_database};
@@ -64,8 +66,14 @@ impl DeliveryHandler for ReportHandler {
                         Err(err) => dead_letter(&delivery, &err.to_string()).await,
                     },
                     Some(message_types::DELIVERY_REPORT) => match decode::<DeliveryReport>(&delivery.data) {
-                        // Acked by the writer once counted.
-                        Ok(report) => handler.writer.write(report, delivery).await,
+                        Ok(report) => match malformed(&report) {
+                            Some(reason) => {
+                                error!(notification.id = %report.batch_id.notification_id, reason, "delivery report refused; parked in the reports dead-letter queue");
+                                dead_letter(&delivery, &reason).await;
+                            }
+                            // Acked by the writer once counted.
+                            None => handler.writer.write(report, delivery).await,
+                        },
                         Err(err) => dead_letter(&delivery, &err.to_string()).await,
                     },
                     other => {
@@ -77,6 +85,25 @@ impl DeliveryHandler for ReportHandler {
             .instrument(span),
         )
     }
+}
+
+/// Why a delivery report cannot be counted, when it cannot: no dispatcher
+/// sends one that repeats an accept time or counts more accepts than pushes
+/// sent, and counting it would corrupt its notification's figures.
+fn malformed(report: &DeliveryReport) -> Option<String> {
+    let mut times: Vec<u32> = report.accepts.iter().map(|b| b.after_ms).collect();
+    times.sort_unstable();
+    if times.windows(2).any(|pair| pair[0] == pair[1]) {
+        return Some("its accept times repeat a bucket".to_owned());
+    }
+    let accepted: u64 = report.accepts.iter().map(|b| u64::from(b.count)).sum();
+    if accepted > u64::from(report.counts.sent) {
+        return Some(format!(
+            "it counts {accepted} accepts for {} pushes sent",
+            report.counts.sent
+        ));
+    }
+    None
 }
 
 /// Acks a report once its fate is known, or gives it back when its write
@@ -191,5 +218,43 @@ async fn write_batch(pool: &PgPool, valve: Valve, batch: Vec<Pending>) {
                 give_back(delivery, "record report", &err).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clarion_proto::{AcceptBucket, ApnsEnvironment, BatchId, DeliveryCounts, Platform, WireVersion};
+
+    use super::*;
+
+    fn report(sent: u32, accepts: &[(u32, u32)]) -> DeliveryReport {
+        DeliveryReport {
+            v: WireVersion::CURRENT,
+            batch_id: BatchId {
+                notification_id: Uuid::nil(),
+                job_index: 0,
+                seq: 0,
+            },
+            platform: Platform::Ios,
+            environment: ApnsEnvironment::Production,
+            counts: DeliveryCounts {
+                sent,
+                ..DeliveryCounts::default()
+            },
+            first_accept_at: None,
+            last_accept_at: None,
+            accepts: accepts
+                .iter()
+                .map(|&(after_ms, count)| AcceptBucket { after_ms, count })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn reports_no_dispatcher_sends_are_refused_with_a_reason() {
+        assert_eq!(malformed(&report(3, &[(0, 1), (10, 2)])), None);
+        assert_eq!(malformed(&report(0, &[])), None);
+        assert!(malformed(&report(2, &[(0, 1), (0, 1)])).is_some_and(|r| r.contains("repeat")));
+        assert!(malformed(&report(1, &[(0, 2)])).is_some_and(|r| r.contains("2 accepts for 1")));
     }
 }
