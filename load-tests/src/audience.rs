@@ -20,10 +20,11 @@ pub const TOPICS: [(&str, u8); 4] = [
 /// well-formed.
 pub const DEAD_PREFIX: &str = "dead";
 
-/// The locales a synthetic audience's devices may carry: one with no
-/// localization of its own (it reads the default text) and three that have
-/// one in [`localizations`], `fr-CA` more specific than `fr`.
-pub const LOCALES: [&str; 4] = ["en-GB", "fr", "fr-CA", "de"];
+/// The locales a synthetic audience's devices may carry, lower case as the
+/// API stores them (`fr-CA` is kept as `fr-ca`): one with no localization of
+/// its own (it reads the default text) and three that have one in
+/// [`localizations`], `fr-ca` more specific than `fr`.
+pub const LOCALES: [&str; 4] = ["en-gb", "fr", "fr-ca", "de"];
 
 /// A notification's `localizations` for the devices of [`LOCALES`].
 pub fn localizations() -> serde_json::Value {
@@ -164,8 +165,12 @@ mod tests {
         let mut seen: Vec<&str> = (0..400).filter_map(|n| device(n, shape).locale).collect();
         seen.sort_unstable();
         seen.dedup();
-        assert_eq!(seen, ["de", "en-GB", "fr", "fr-CA"]);
+        assert_eq!(seen, ["de", "en-gb", "fr", "fr-ca"]);
         let two = AudienceShape { locales: 2, ..NEWS };
-        assert!((0..400).all(|n| matches!(device(n, two).locale, Some("en-GB" | "fr"))));
+        assert!((0..400).all(|n| matches!(device(n, two).locale, Some("en-gb" | "fr"))));
+        // Stored as the API would store them, so they match as in production.
+        for locale in LOCALES {
+            assert_eq!(clarion_proto::normalize_locale(locale).as_deref(), Ok(locale));
+        }
     }
 }
