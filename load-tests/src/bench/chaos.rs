@@ -346,6 +346,10 @@ pub async fn run(args: ChaosArgs) -> Result<ChaosReport> {
         ..FcmMockConfig::local(work.clone())
     };
     let fcm = start_on_own_thread("mock-fcm", || FcmMock::start(fcm_config)).await?;
+    // What the mocks keep is for tests to read; here it would only cost.
+    for mock in [&apns.state, &fcm.state] {
+        mock.set_keeping(false);
+    }
 
     let ca_file = work.join("extra-ca.pem");
     std::fs::write(

@@ -91,6 +91,10 @@ async fn measure(args: &DispatcherCostArgs, platform: Platform, out_dir: &Path) 
     let apns = start_on_own_thread("mock-apns", || ApnsMock::start(apns_config)).await?;
     let fcm_config = FcmMockConfig::local(work.clone());
     let fcm = start_on_own_thread("mock-fcm", || FcmMock::start(fcm_config)).await?;
+    // What the mocks keep is for tests to read; here it would only cost.
+    for mock in [&apns.state, &fcm.state] {
+        mock.set_keeping(false);
+    }
     let namespace = format!("cost-{platform}-{}", std::process::id());
     let config = LocalClusterConfig {
         database_url: args.audience.database_url.clone(),

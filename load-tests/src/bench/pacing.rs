@@ -100,6 +100,10 @@ pub async fn run(args: PacingArgs) -> Result<PacingReport> {
     let apns = start_on_own_thread("mock-apns", || ApnsMock::start(apns_config)).await?;
     let fcm_config = FcmMockConfig::local(work.clone());
     let fcm = start_on_own_thread("mock-fcm", || FcmMock::start(fcm_config)).await?;
+    // What the mocks keep is for tests to read; here it would only cost.
+    for mock in [&apns.state, &fcm.state] {
+        mock.set_keeping(false);
+    }
     fcm.state.faults.set(FaultConfig {
         quota_per_minute: Some(args.quota_per_minute),
         ..FaultConfig::default()

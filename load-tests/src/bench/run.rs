@@ -183,6 +183,10 @@ pub async fn run(args: RunArgs) -> Result<Report> {
     .await?;
     let fcm_config = FcmMockConfig::local(work.clone());
     let fcm = start_on_own_thread(&format!("{MOCK_THREAD_PREFIX}fcm"), || FcmMock::start(fcm_config)).await?;
+    // What the mocks keep is for tests to read; here it would only cost.
+    for mock in [&apns.state, &fcm.state] {
+        mock.set_keeping(false);
+    }
     let dead = FaultConfig {
         dead_prefixes: vec![crate::audience::DEAD_PREFIX.into()],
         ..FaultConfig::default()

@@ -343,12 +343,14 @@ impl Apns {
         }
         match self.state.faults.judge(token) {
             Verdict::Serve => {
-                self.state.keep(Received {
-                    token: token.to_owned(),
-                    path: parts.uri.path().to_owned(),
-                    headers: parts.headers,
-                    body,
-                });
+                if self.state.keeps() {
+                    self.state.keep(Received {
+                        token: token.to_owned(),
+                        path: parts.uri.path().to_owned(),
+                        headers: parts.headers,
+                        body,
+                    });
+                }
                 Ok(())
             }
             Verdict::Dead => Err(refuse(410, "Unregistered")),

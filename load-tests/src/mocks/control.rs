@@ -70,6 +70,9 @@ pub struct MockState {
     pub faults: Faults,
     /// The last [`RECEIVED_KEPT`] accepted pushes, oldest first.
     received: std::sync::Mutex<std::collections::VecDeque<Received>>,
+    /// Whether accepted pushes are kept (tests read them; benchmarks turn
+    /// it off: it costs the mock about a tenth of its CPU per push).
+    keeping: std::sync::atomic::AtomicBool,
 }
 
 impl MockState {
@@ -78,6 +81,20 @@ impl MockState {
             accounting: Accounting::new(),
             faults: Faults::new(),
             received: std::sync::Mutex::new(std::collections::VecDeque::with_capacity(RECEIVED_KEPT)),
+            keeping: std::sync::atomic::AtomicBool::new(true),
+        }
+    }
+
+    /// Whether accepted pushes are kept for [`MockState::received`].
+    pub fn keeps(&self) -> bool {
+        self.keeping.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Stops (or starts again) keeping accepted pushes.
+    pub fn set_keeping(&self, keeping: bool) {
+        self.keeping.store(keeping, std::sync::atomic::Ordering::Relaxed);
+        if !keeping {
+            self.kept().clear();
         }
     }
 

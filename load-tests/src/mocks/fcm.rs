@@ -456,7 +456,7 @@ impl Fcm {
         let outcome = self
             .check_message(&message, &token)
             .and_then(|()| self.judge(&token));
-        if outcome.is_ok() {
+        if outcome.is_ok() && self.state.keeps() {
             self.state.keep(Received {
                 token: token.clone(),
                 path: parts.uri.path().to_owned(),
