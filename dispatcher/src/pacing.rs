@@ -12,15 +12,17 @@
 //! event), and climbs back by [`CLIMB_PER_S`] of the share each second: the
 //! additive-increase / multiplicative-decrease that lets replicas which
 //! disagree for a moment about how many they are settle under the quota.
-//! The pacing itself is `governor`'s, rebuilt when the pace moves.
+//!
+//! The pace is kept by one schedule of slots, each push reserving the next
+//! one (`governor`, used for the fixed rate cap, cannot change its rate: a
+//! limiter rebuilt at each step left the pushes waiting on the old ones
+//! released at the old pace beside the new, and the fleet ran at 2.5 times
+//! the quota for seconds while it climbed after a replica died).
 
 use std::collections::HashMap;
-use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 /// The share of the quota the fleet aims at: room for other senders in the
 /// project (the Firebase console, another service) and for the replicas'
@@ -34,8 +36,8 @@ const CUT_COOLDOWN: Duration = Duration::from_secs(1);
 const CLIMB_PER_S: f64 = 0.1;
 /// Never slower than this share of the share.
 const FLOOR: f64 = 0.05;
-/// The pace may run this far ahead of itself (a burst of 50 ms).
-const BURST_S: f64 = 0.05;
+/// An idle pacer lets this much of a burst through at once, no more.
+const BURST: Duration = Duration::from_millis(50);
 
 /// How many replicas share a quota: the consumers the broker counts on the
 /// platform's queue, divided by each replica's consumers. At least one.
@@ -102,7 +104,19 @@ pub struct Pacer {
 
 struct Paced {
     aimd: Aimd,
-    limiter: Arc<DefaultDirectRateLimiter>,
+    /// The next push's slot.
+    next_slot: Instant,
+}
+
+impl Paced {
+    /// Reserves the next slot at the current pace: never earlier than
+    /// [`BURST`] before `now`, each one a pace's interval after the last.
+    fn reserve(&mut self, now: Instant) -> Instant {
+        let interval = Duration::from_secs_f64(1.0 / self.aimd.rate.max(1.0));
+        let slot = self.next_slot.max(now.checked_sub(BURST).unwrap_or(now));
+        self.next_slot = slot + interval;
+        slot
+    }
 }
 
 impl Pacer {
@@ -112,27 +126,22 @@ impl Pacer {
         Self {
             fleet_per_s,
             replicas,
-            state: Mutex::new(Paced {
-                limiter: limiter(aimd.rate),
-                aimd,
-            }),
+            state: Mutex::new(Paced { aimd, next_slot: now }),
         }
     }
 
     /// Waits for this push's turn.
     pub async fn ready(&self) {
-        let limiter = {
+        let slot = {
             let mut paced = self.lock();
             let now = Instant::now();
             if now.duration_since(paced.aimd.adjusted) >= STEP {
                 let share = self.fleet_per_s / f64::from(self.replicas.count());
-                if paced.aimd.step(share, now) {
-                    paced.limiter = limiter(paced.aimd.rate);
-                }
+                paced.aimd.step(share, now);
             }
-            paced.limiter.clone()
+            paced.reserve(now)
         };
-        limiter.until_ready().await;
+        tokio::time::sleep_until(slot.into()).await;
     }
 
     /// The provider answered that the quota is exhausted.
@@ -143,7 +152,6 @@ impl Pacer {
                 pushes_per_s = paced.aimd.rate as u64,
                 "quota exceeded; pacing slower"
             );
-            paced.limiter = limiter(paced.aimd.rate);
         }
     }
 
@@ -155,16 +163,6 @@ impl Pacer {
     fn lock(&self) -> MutexGuard<'_, Paced> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
-
-/// A limiter letting `rate` pushes a second through.
-fn limiter(rate: f64) -> Arc<DefaultDirectRateLimiter> {
-    let rate = rate.max(1.0);
-    let burst = NonZeroU32::new((rate * BURST_S).ceil() as u32).unwrap_or(NonZeroU32::MIN);
-    let quota = Quota::with_period(Duration::from_secs_f64(1.0 / rate))
-        .unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN))
-        .allow_burst(burst);
-    Arc::new(RateLimiter::direct(quota))
 }
 
 /// The arithmetic of the pace, apart from time and locks.
@@ -267,6 +265,25 @@ mod tests {
         assert_eq!(aimd.rate, 1000.0 * FLOOR);
         aimd.step(1000.0, start + 41 * SECOND);
         assert!(aimd.rate > 1000.0 * FLOOR, "and it climbs back");
+    }
+
+    #[test]
+    fn slots_follow_the_pace_and_an_idle_pacer_allows_only_a_short_burst() {
+        let start = Instant::now();
+        let mut paced = Paced {
+            aimd: Aimd::new(100.0, start),
+            next_slot: start,
+        };
+        let later = start + 10 * SECOND;
+        let slots: Vec<Duration> = (0..8).map(|_| paced.reserve(later) - (later - BURST)).collect();
+        assert_eq!(slots[0], Duration::ZERO, "up to a burst's worth in the past");
+        assert_eq!(slots[7], Duration::from_millis(70), "then every 10 ms");
+        // A faster pace applies from the next slot on, with no second
+        // schedule beside the first.
+        paced.aimd.rate = 1000.0;
+        let next = paced.reserve(later);
+        let after = paced.reserve(later);
+        assert_eq!(after - next, Duration::from_millis(1));
     }
 
     #[test]
