@@ -89,6 +89,8 @@ pub struct Dispatcher {
     workers: Vec<Recipient<StopConsuming>>,
     readiness: Readiness,
     grace: std::time::Duration,
+    /// Replicas of this platform the broker counts (its queue's consumers).
+    replicas: Replicas,
 }
 
 /// The runtime pushes run on. It may be dropped from async code (a failed
@@ -118,6 +120,12 @@ impl Drop for DeliveryRuntime {
 }
 
 impl Dispatcher {
+    /// How many replicas of this platform the broker last counted (the
+    /// ones sharing a provider's quota), this one included.
+    pub fn replicas(&self) -> u32 {
+        self.replicas.count()
+    }
+
     /// Stops everything at once: pushes in flight are abandoned and their
     /// batches (unacked) return to the queue.
     pub fn kill(&mut self) {
@@ -179,13 +187,34 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
     };
     let health = Arc::new(PushHealth::new(delivery.not_ready_after()));
     let arbiter = Arbiter::new();
+    // Consumers the broker counts on this platform's queue: how many
+    // replicas share a provider's quota.
+    let consumers = Arc::new(AtomicU32::new(0));
     // One line per channel (see `channel.rs` for what a new channel needs).
     let parts = match settings.platform {
         Platform::Ios => {
-            launch::<ApnsChannel>(&arbiter, &settings, trust, transport, &runtime, health.clone()).await?
+            launch::<ApnsChannel>(
+                &arbiter,
+                &settings,
+                trust,
+                transport,
+                &runtime,
+                health.clone(),
+                consumers.clone(),
+            )
+            .await?
         }
         Platform::Android => {
-            launch::<FcmChannel>(&arbiter, &settings, trust, transport, &runtime, health.clone()).await?
+            launch::<FcmChannel>(
+                &arbiter,
+                &settings,
+                trust,
+                transport,
+                &runtime,
+                health.clone(),
+                consumers.clone(),
+            )
+            .await?
         }
     };
     let (link, workers) = parts;
@@ -207,6 +236,7 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
         workers,
         readiness,
         grace: settings.shutdown.grace(),
+        replicas: Replicas::new(consumers, u32::from(delivery.batch_workers)),
     })
 }
 
@@ -219,6 +249,7 @@ async fn launch<C: PushChannel>(
     transport: Transport,
     runtime: &DeliveryRuntime,
     health: Arc<PushHealth>,
+    consumers: Arc<AtomicU32>,
 ) -> Result<Parts, StartError> {
     let apps = AppsFile::open(settings.apps_file.as_deref()).map_err(StartError::Config)?;
     let connecting = settings.clone();
@@ -230,7 +261,16 @@ async fn launch<C: PushChannel>(
         .map_err(|err| StartError::Config(err.to_string()))?
         .map_err(StartError::Config)?;
     let channels = AppChannels::new(Arc::new(channel), settings.clone(), transport, apps);
-    start_workers(arbiter, settings, trust, channels, runtime.handle(), health).await
+    start_workers(
+        arbiter,
+        settings,
+        trust,
+        channels,
+        runtime.handle(),
+        health,
+        consumers,
+    )
+    .await
 }
 
 /// Starts the consumers on the dispatch arbiter, where the broker link and
@@ -242,6 +282,7 @@ async fn start_workers<C: PushChannel>(
     channels: AppChannels<C>,
     runtime: tokio::runtime::Handle,
     health: Arc<PushHealth>,
+    consumers: Arc<AtomicU32>,
 ) -> Result<Parts, StartError> {
     let delivery = &settings.delivery;
     let limits = Limits {
@@ -254,9 +295,6 @@ async fn start_workers<C: PushChannel>(
     };
     let cancellations = Cancellations::default();
     let workers = usize::from(delivery.batch_workers);
-    // Consumers the broker counts on this platform's queue: how many
-    // replicas share a provider's quota.
-    let consumers = Arc::new(AtomicU32::new(0));
     let pacers = Pacers::new(
         delivery.fcm_quota_per_minute,
         Replicas::new(consumers.clone(), workers as u32),
