@@ -101,7 +101,12 @@ async fn measure(args: &DispatcherCostArgs, platform: Platform, out_dir: &Path) 
         amqp_url: args.audience.amqp_url.clone(),
         namespace: namespace.clone(),
         harvesters: 1,
-        coordinator_env: Vec::new(),
+        // Every job released at once: the other platform's batches, which
+        // no dispatcher takes in this run, must not hold the harvest back.
+        coordinator_env: super::overtake::UNSCHEDULED
+            .iter()
+            .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+            .collect(),
         harvester_env: Vec::new(),
         dispatcher_env: Vec::new(),
         log_dir: super::bench_log_dir()?,
