@@ -49,6 +49,10 @@ pub struct DispatcherCost {
 
 #[derive(Debug, Serialize)]
 pub struct PlatformCost {
+    /// Devices of the platform in the audience.
+    pub devices: u64,
+    /// Pushes the mock accepted (more than `devices` when a batch was
+    /// delivered twice).
     pub pushes: u64,
     /// Instructions the dispatcher executed from ready to stopped.
     pub instructions: u64,
@@ -130,11 +134,21 @@ async fn measure(args: &DispatcherCostArgs, platform: Platform, out_dir: &Path) 
         let id = cluster
             .send(&json!({"topics": ["breaking/uk"], "title": "Cost", "body": "per push"}))
             .await?;
-        let accepted = || match platform {
-            Platform::Ios => apns.state.accounting.counters().unique_tokens,
-            Platform::Android => fcm.state.accounting.counters().unique_tokens,
+        let counters = || match platform {
+            Platform::Ios => apns.state.accounting.counters(),
+            Platform::Android => fcm.state.accounting.counters(),
         };
-        let pushes = wait_for_platform(&cluster, &id, platform, &accepted, args.timeout_secs).await?;
+        let devices = wait_for_platform(
+            &cluster,
+            &id,
+            platform,
+            &|| counters().unique_tokens,
+            args.timeout_secs,
+        )
+        .await?;
+        // Every push the dispatcher made counts, a device pushed twice (a
+        // batch delivered again) twice.
+        let pushes = counters().accepted;
         let dispatcher = cluster.dispatchers.last_mut().context("no dispatcher")?;
         // SIGTERM: a graceful stop, after which callgrind writes its totals.
         if dispatcher.terminate(Duration::from_secs(120)).is_none() {
@@ -142,6 +156,7 @@ async fn measure(args: &DispatcherCostArgs, platform: Platform, out_dir: &Path) 
         }
         let instructions = total_instructions(&callgrind_file)?;
         Ok(PlatformCost {
+            devices,
             pushes,
             instructions,
             instructions_per_push: instructions as f64 / pushes.max(1) as f64,
