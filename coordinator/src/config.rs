@@ -56,8 +56,9 @@ pub struct Settings {
 
     /// A TOML file of API keys, one `[keys.<name>]` table per key with
     /// `sha256 = "<hex digest of the key>"` (or `key = "<key>"`), `scopes =
-    /// ["send", ...]`, optionally `sends_per_minute` and `lanes = ["bulk",
-    /// ...]` (every lane when absent; lanes can be limited only here);
+    /// ["send", ...]`, optionally `sends_per_minute`, `lanes = ["bulk",
+    /// ...]` (every lane when absent; lanes can be limited only here),
+    /// `topics = ["sport/*", ...]` and `apps = ["puzzles", ...]`;
     /// re-read when it changes (a Kubernetes Secret mounted as a volume).
     #[arg(long = "api-keys-file", env = "CLARION_API_KEYS_FILE")]
     pub api_keys_file: Option<PathBuf>,

@@ -207,7 +207,7 @@ impl From<StoreError> for ApiError {
         match err {
             StoreError::Db(err) => err.into(),
             StoreError::UnknownToken => ApiError::NotFound(
-                "this token is not registered; register it first with PUT /api/v1/registrations/{token}"
+                "this token is not registered (in this app: another app's registrations are reached with ?app=); register it first with PUT /api/v1/registrations/{token}"
                     .into(),
             ),
             StoreError::TooManyTopics { limit } => {

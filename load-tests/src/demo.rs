@@ -179,7 +179,12 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         );
         outcome = tokio::signal::ctrl_c().await.context("waiting for Ctrl-C");
     } else if outcome.is_ok() {
-        println!("\nRun `scripts/demo --keep-running` to keep the cluster up and try the console.");
+        let apps = if args.apps > 1 {
+            format!(" --apps {}", args.apps)
+        } else {
+            String::new()
+        };
+        println!("\nRun `scripts/demo{apps} --keep-running` to keep the cluster up and try the console.");
     }
     cluster.stop();
     delete_namespace(&args.amqp_url, &namespace).await;
