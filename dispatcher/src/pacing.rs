@@ -87,10 +87,12 @@ impl Pacers {
             return None;
         }
         let mut pacers = self.by_project.lock().unwrap_or_else(|p| p.into_inner());
-        let pacer = pacers
-            .entry(project.to_owned())
-            .or_insert_with(|| Arc::new(Pacer::new(self.per_minute, self.replicas.clone(), Instant::now())));
-        Some(pacer.clone())
+        if let Some(pacer) = pacers.get(project) {
+            return Some(pacer.clone());
+        }
+        let pacer = Arc::new(Pacer::new(self.per_minute, self.replicas.clone(), Instant::now()));
+        pacers.insert(project.to_owned(), pacer.clone());
+        Some(pacer)
     }
 }
 

@@ -65,6 +65,10 @@ pub fn watch_pool(pool: PgPool, service: &'static str) -> tokio::task::JoinHandl
     })
 }
 
+/// How long the broker gets to answer how many messages and consumers a
+/// queue has.
+const QUEUE_WATCH_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Publishes how many messages wait in `queue` (consumer lag) every few
 /// seconds, for as long as the returned task runs.
 pub fn watch_queue(link: crate::BrokerLink, queue: String) -> tokio::task::JoinHandle<()> {
@@ -91,9 +95,12 @@ pub fn watch_queue_consumers(
                     passive: true,
                     ..QueueDeclareOptions::default()
                 };
-                while let Ok(declared) = channel
-                    .queue_declare(queue.as_str().into(), passive, FieldTable::default())
-                    .await
+                // A broker that stops answering gets the channel reopened.
+                while let Ok(Ok(declared)) = tokio::time::timeout(
+                    QUEUE_WATCH_TIMEOUT,
+                    channel.queue_declare(queue.as_str().into(), passive, FieldTable::default()),
+                )
+                .await
                 {
                     gauge.set(f64::from(declared.message_count()));
                     consumer_gauge.set(f64::from(declared.consumer_count()));

@@ -170,3 +170,28 @@ pub async fn expect_problem(response: Response, status: StatusCode, kind: &str) 
     assert!(body["detail"].as_str().is_some_and(|d| !d.is_empty()), "{body}");
     body
 }
+
+/// Sends a notification to `topic` and returns its id and the shard jobs
+/// it was split into (at least one: the topic must have subscribers).
+pub async fn send_planned(app: &TestCoordinator, topic: &str) -> (uuid::Uuid, u32) {
+    let response = app
+        .request(Method::POST, "/api/v1/notifications", Some(SEND_KEY))
+        .json(&json!({"topics": [topic], "body": "planned"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let body: Value = response.json().await.unwrap();
+    let id: uuid::Uuid = body["id"].as_str().and_then(|id| id.parse().ok()).expect("an id");
+    let status = status_of(app, id).await;
+    let jobs = status["jobs"]["planned"].as_u64().expect("jobs planned") as u32;
+    assert!(jobs >= 1, "{status}");
+    (id, jobs)
+}
+
+/// `GET /api/v1/notifications/{id}`, which must answer 200.
+pub async fn status_of(app: &TestCoordinator, id: uuid::Uuid) -> Value {
+    let response = app.get(&format!("/api/v1/notifications/{id}"), SEND_KEY).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    response.json().await.unwrap()
+}

@@ -17,7 +17,7 @@ use clarion_proto::{
     JobReport, Platform, TokenCleanup, WireVersion,
 };
 use clarion_runtime::PgPool;
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio_postgres::{Client, NoTls};
 use uuid::Uuid;
@@ -181,29 +181,6 @@ async fn a_purge_larger_than_a_batch_takes_several_statements_none_over_the_batc
     app.stop().await;
 }
 
-/// Sends a notification to `topic` and returns its id and planned jobs.
-async fn send(app: &TestCoordinator, topic: &str) -> (Uuid, u32) {
-    let response = app
-        .request(Method::POST, "/api/v1/notifications", Some(SEND_KEY))
-        .json(&json!({"topics": [topic], "body": "hygiene"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::ACCEPTED);
-    let body: Value = response.json().await.unwrap();
-    let id: Uuid = body["id"].as_str().and_then(|id| id.parse().ok()).expect("an id");
-    let status = status(app, id).await;
-    let jobs = status["jobs"]["planned"].as_u64().expect("jobs planned") as u32;
-    assert!(jobs >= 1, "{status}");
-    (id, jobs)
-}
-
-async fn status(app: &TestCoordinator, id: Uuid) -> Value {
-    let response = app.get(&format!("/api/v1/notifications/{id}"), SEND_KEY).await;
-    assert_eq!(response.status(), StatusCode::OK);
-    response.json().await.unwrap()
-}
-
 /// Reports what a harvester and dispatchers would: each job harvested one
 /// batch of two tokens, delivered (one push of each accepted), with the
 /// harvester's ledger row; the last batch's second token answered invalid
@@ -329,11 +306,11 @@ async fn old_finished_notifications_lose_their_details_and_their_status_still_an
     audience(&app, "hyg/news", 3).await;
 
     // Complete, a month and more ago.
-    let (complete, jobs) = send(&app, "hyg/news").await;
+    let (complete, jobs) = send_planned(&app, "hyg/news").await;
     report_progress(&pool, &client, complete, jobs, true).await;
     // Failed by the watchdog with a batch unreported: its timings were
     // never stored, the status computes them from the accept times.
-    let (failed, failed_jobs) = send(&app, "hyg/news").await;
+    let (failed, failed_jobs) = send_planned(&app, "hyg/news").await;
     report_progress(&pool, &client, failed, failed_jobs, false).await;
     client
         .execute(
@@ -343,24 +320,24 @@ async fn old_finished_notifications_lose_their_details_and_their_status_still_an
         .await
         .unwrap();
     // Complete, but recent.
-    let (recent, recent_jobs) = send(&app, "hyg/news").await;
+    let (recent, recent_jobs) = send_planned(&app, "hyg/news").await;
     report_progress(&pool, &client, recent, recent_jobs, true).await;
     // Still in flight (a batch unreported) and idle for as long.
-    let (in_flight, in_flight_jobs) = send(&app, "hyg/news").await;
+    let (in_flight, in_flight_jobs) = send_planned(&app, "hyg/news").await;
     report_progress(&pool, &client, in_flight, in_flight_jobs, false).await;
 
     for id in [complete, failed, in_flight] {
         age_notification(&client, id, 40).await;
     }
-    let before_complete = status(&app, complete).await;
-    let before_failed = status(&app, failed).await;
+    let before_complete = status_of(&app, complete).await;
+    let before_failed = status_of(&app, failed).await;
     assert_eq!(before_complete["status"], "complete", "{before_complete}");
     assert_eq!(before_failed["status"], "failed", "{before_failed}");
     assert!(
         before_failed["timings"]["t50_ms"].as_u64().is_some(),
         "live timings from the accept times: {before_failed}"
     );
-    assert_eq!(status(&app, in_flight).await["status"], "dispatching");
+    assert_eq!(status_of(&app, in_flight).await["status"], "dispatching");
     let held: i64 = client
         .query_one(
             "SELECT count(*) FROM held_tokens WHERE notification_id = $1",
@@ -388,8 +365,8 @@ async fn old_finished_notifications_lose_their_details_and_their_status_still_an
             assert_eq!(rows, 0, "{table} of {id}");
         }
     }
-    assert_eq!(status(&app, complete).await, before_complete);
-    assert_eq!(status(&app, failed).await, before_failed);
+    assert_eq!(status_of(&app, complete).await, before_complete);
+    assert_eq!(status_of(&app, failed).await, before_failed);
     let kept_after = [
         detail_rows(&client, recent).await,
         detail_rows(&client, in_flight).await,
@@ -418,7 +395,7 @@ async fn details_larger_than_a_batch_go_in_several_statements_none_over_the_batc
     .unwrap();
     let client = connect(&app).await;
     audience(&app, "hyg/many", 1).await;
-    let (id, jobs) = send(&app, "hyg/many").await;
+    let (id, jobs) = send_planned(&app, "hyg/many").await;
     report_progress(&pool, &client, id, jobs, true).await;
     client
         .execute(

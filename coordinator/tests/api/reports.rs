@@ -11,8 +11,7 @@ use clarion_proto::{
     WireVersion,
 };
 use clarion_runtime::PgPool;
-use reqwest::{Method, StatusCode};
-use serde_json::{Value, json};
+use reqwest::StatusCode;
 use uuid::Uuid;
 
 use crate::common::*;
@@ -21,29 +20,6 @@ const VALVE: Valve = Valve {
     gone: 0.2,
     invalid: 0.05,
 };
-
-/// A notification to `topic` and the number of jobs it was split into.
-async fn send(app: &TestCoordinator, topic: &str) -> (Uuid, u32) {
-    let response = app
-        .request(Method::POST, "/api/v1/notifications", Some(SEND_KEY))
-        .json(&json!({"topics": [topic], "body": "reports"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::ACCEPTED);
-    let body: Value = response.json().await.unwrap();
-    let id: Uuid = body["id"].as_str().and_then(|id| id.parse().ok()).expect("an id");
-    let jobs = status(app, id).await["jobs"]["planned"]
-        .as_u64()
-        .expect("jobs planned") as u32;
-    (id, jobs)
-}
-
-async fn status(app: &TestCoordinator, id: Uuid) -> Value {
-    let response = app.get(&format!("/api/v1/notifications/{id}"), SEND_KEY).await;
-    assert_eq!(response.status(), StatusCode::OK);
-    response.json().await.unwrap()
-}
 
 /// Every job of `id` harvested one batch of two iPhones, published.
 async fn harvest(app: &TestCoordinator, pool: &PgPool, id: Uuid, jobs: u32) {
@@ -118,8 +94,8 @@ async fn many_reports_in_one_write_each_count_once_and_each_notification_complet
             .await;
         assert_eq!(response.status(), StatusCode::OK);
     }
-    let (first, first_jobs) = send(&app, "rep/news").await;
-    let (second, second_jobs) = send(&app, "rep/news").await;
+    let (first, first_jobs) = send_planned(&app, "rep/news").await;
+    let (second, second_jobs) = send_planned(&app, "rep/news").await;
     harvest(&app, &pool, first, first_jobs).await;
     harvest(&app, &pool, second, second_jobs).await;
 
@@ -161,7 +137,7 @@ async fn many_reports_in_one_write_each_count_once_and_each_notification_complet
 
     let sql = app.sql().await;
     for (id, jobs) in [(first, first_jobs), (second, second_jobs)] {
-        let status = status(&app, id).await;
+        let status = status_of(&app, id).await;
         assert_eq!(status["status"], "complete", "{status}");
         assert_eq!(status["delivery"]["ios"]["sent"], 2 * u64::from(jobs), "{status}");
         let accepts: Vec<(i32, i64)> = sql
@@ -184,7 +160,7 @@ async fn many_reports_in_one_write_each_count_once_and_each_notification_complet
         "{again:?}"
     );
     assert_eq!(
-        status(&app, first).await["delivery"]["ios"]["sent"],
+        status_of(&app, first).await["delivery"]["ios"]["sent"],
         2 * u64::from(first_jobs)
     );
 }

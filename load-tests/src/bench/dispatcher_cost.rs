@@ -22,7 +22,6 @@ use super::run::{Machine, dispatcher_env_for, machine};
 use super::{AudienceArgs, git_commit, load_audience, write_json};
 use crate::audience::{AudienceShape, Layout};
 use crate::local_cluster::{LocalCluster, LocalClusterConfig, delete_namespace};
-use crate::mocks::{ApnsMock, ApnsMockConfig, FcmMock, FcmMockConfig, start_on_own_thread};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct DispatcherCostArgs {
@@ -91,14 +90,7 @@ pub async fn run(args: DispatcherCostArgs) -> Result<DispatcherCost> {
 
 async fn measure(args: &DispatcherCostArgs, platform: Platform, out_dir: &Path) -> Result<PlatformCost> {
     let work = std::env::temp_dir().join(format!("clarion-cost-{platform}-{}", std::process::id()));
-    let apns_config = ApnsMockConfig::local(work.clone());
-    let apns = start_on_own_thread("mock-apns", || ApnsMock::start(apns_config)).await?;
-    let fcm_config = FcmMockConfig::local(work.clone());
-    let fcm = start_on_own_thread("mock-fcm", || FcmMock::start(fcm_config)).await?;
-    // What the mocks keep is for tests to read; here it would only cost.
-    for mock in [&apns.state, &fcm.state] {
-        mock.set_keeping(false);
-    }
+    let (apns, fcm) = super::start_mocks(&work).await?;
     let namespace = format!("cost-{platform}-{}", std::process::id());
     let config = LocalClusterConfig {
         database_url: args.audience.database_url.clone(),

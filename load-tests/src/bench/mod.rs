@@ -90,6 +90,26 @@ pub async fn load_audience(
     Ok((Some(report.rows), Some(seconds)))
 }
 
+/// The mock APNs and FCM for a benchmark, each on a thread of its own
+/// (`mock-apns`, `mock-fcm`), credentials under `work`, keeping none of the
+/// pushes they accept (that is for tests to read; here it would only cost).
+pub async fn start_mocks(
+    work: &std::path::Path,
+) -> Result<(
+    crate::mocks::OnOwnThread<crate::mocks::ApnsMock>,
+    crate::mocks::OnOwnThread<crate::mocks::FcmMock>,
+)> {
+    use crate::mocks::{ApnsMock, ApnsMockConfig, FcmMock, FcmMockConfig, start_on_own_thread};
+    let apns_config = ApnsMockConfig::local(work.to_path_buf());
+    let apns = start_on_own_thread("mock-apns", || ApnsMock::start(apns_config)).await?;
+    let fcm_config = FcmMockConfig::local(work.to_path_buf());
+    let fcm = start_on_own_thread("mock-fcm", || FcmMock::start(fcm_config)).await?;
+    for mock in [&apns.state, &fcm.state] {
+        mock.set_keeping(false);
+    }
+    Ok((apns, fcm))
+}
+
 /// Creates `database` (owned by the connecting role) when missing and
 /// applies Clarion's migrations to it.
 pub async fn prepare_database(url: &str) -> Result<()> {

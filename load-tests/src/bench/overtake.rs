@@ -30,7 +30,6 @@ use super::run::{Machine, dispatcher_env_for, machine, parse_setting};
 use super::{AudienceArgs, git_commit, load_audience, write_json};
 use crate::audience::{AudienceShape, Layout};
 use crate::local_cluster::{LocalCluster, LocalClusterConfig, Member, delete_namespace};
-use crate::mocks::{ApnsMock, ApnsMockConfig, FcmMock, FcmMockConfig, start_on_own_thread};
 use crate::seed::connect;
 
 /// The big send's topic (the seeded audience).
@@ -179,14 +178,7 @@ pub async fn run(args: OvertakeArgs) -> Result<Report> {
         .await?;
 
     let work = std::env::temp_dir().join(format!("clarion-overtake-{}", std::process::id()));
-    let apns_config = ApnsMockConfig::local(work.clone());
-    let apns = start_on_own_thread("mock-apns", || ApnsMock::start(apns_config)).await?;
-    let fcm_config = FcmMockConfig::local(work.clone());
-    let fcm = start_on_own_thread("mock-fcm", || FcmMock::start(fcm_config)).await?;
-    // What the mocks keep is for tests to read; here it would only cost.
-    for mock in [&apns.state, &fcm.state] {
-        mock.set_keeping(false);
-    }
+    let (apns, fcm) = super::start_mocks(&work).await?;
     println!(
         "measuring the ceiling ({} requests per mock)",
         args.ceiling_requests

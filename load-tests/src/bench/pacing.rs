@@ -21,7 +21,7 @@ use super::run::{Machine, dispatcher_env_for, machine, parse_setting};
 use super::{AudienceArgs, git_commit, load_audience, plot, write_json};
 use crate::audience::{AudienceShape, Layout};
 use crate::local_cluster::{Env, LocalCluster, LocalClusterConfig, delete_namespace};
-use crate::mocks::{ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, start_on_own_thread};
+use crate::mocks::{FaultConfig, FcmMock};
 
 /// How often the mock's counters are read.
 const SAMPLE: Duration = Duration::from_millis(250);
@@ -96,14 +96,7 @@ pub async fn run(args: PacingArgs) -> Result<PacingReport> {
     load_audience(&args.audience, shape, 1).await?;
 
     let work = std::env::temp_dir().join(format!("clarion-pacing-{}", std::process::id()));
-    let apns_config = ApnsMockConfig::local(work.clone());
-    let apns = start_on_own_thread("mock-apns", || ApnsMock::start(apns_config)).await?;
-    let fcm_config = FcmMockConfig::local(work.clone());
-    let fcm = start_on_own_thread("mock-fcm", || FcmMock::start(fcm_config)).await?;
-    // What the mocks keep is for tests to read; here it would only cost.
-    for mock in [&apns.state, &fcm.state] {
-        mock.set_keeping(false);
-    }
+    let (apns, fcm) = super::start_mocks(&work).await?;
     fcm.state.faults.set(FaultConfig {
         quota_per_minute: Some(args.quota_per_minute),
         ..FaultConfig::default()

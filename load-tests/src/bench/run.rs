@@ -17,9 +17,7 @@ use super::mocks::h2load_apns;
 use super::{AudienceArgs, git_commit, load_audience, plot, write_json};
 use crate::audience::{AudienceShape, Layout, localizations};
 use crate::local_cluster::{Env, LocalCluster, LocalClusterConfig, Member, delete_namespace};
-use crate::mocks::{
-    ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, apps_file_table, start_on_own_thread,
-};
+use crate::mocks::{ApnsMock, FaultConfig, FcmMock, apps_file_table};
 use crate::procinfo::{Usage, own_threads_cpu_s, usage};
 use crate::seed::app_id;
 
@@ -176,17 +174,7 @@ pub async fn run(args: RunArgs) -> Result<Report> {
     let (seeded_rows, seed_s) = load_audience(&args.audience, shape, args.apps).await?;
 
     let work = std::env::temp_dir().join(format!("clarion-bench-{}", std::process::id()));
-    let apns_config = ApnsMockConfig::local(work.clone());
-    let apns = start_on_own_thread(&format!("{MOCK_THREAD_PREFIX}apns"), || {
-        ApnsMock::start(apns_config)
-    })
-    .await?;
-    let fcm_config = FcmMockConfig::local(work.clone());
-    let fcm = start_on_own_thread(&format!("{MOCK_THREAD_PREFIX}fcm"), || FcmMock::start(fcm_config)).await?;
-    // What the mocks keep is for tests to read; here it would only cost.
-    for mock in [&apns.state, &fcm.state] {
-        mock.set_keeping(false);
-    }
+    let (apns, fcm) = super::start_mocks(&work).await?;
     let dead = FaultConfig {
         dead_prefixes: vec![crate::audience::DEAD_PREFIX.into()],
         ..FaultConfig::default()
