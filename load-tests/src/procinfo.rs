@@ -42,6 +42,14 @@ pub fn own_threads_cpu_s(prefix: &str) -> f64 {
     ticks / clock_ticks_per_second()
 }
 
+/// User and system (kernel) CPU seconds of process `pid` so far.
+pub fn user_and_system_s(pid: u32) -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (user, system) = stat_user_system_ticks(&stat)?;
+    let hz = clock_ticks_per_second();
+    Some((user / hz, system / hz))
+}
+
 /// The command (or thread) name of a `stat` line.
 fn stat_name(stat: &str) -> Option<&str> {
     Some(&stat[stat.find('(')? + 1..stat.rfind(')')?])
@@ -50,9 +58,15 @@ fn stat_name(stat: &str) -> Option<&str> {
 /// utime + stime of a `stat` line: the 14th and 15th fields of the whole
 /// line, counted after the parenthesised name.
 fn stat_cpu_ticks(stat: &str) -> Option<f64> {
+    let (user, system) = stat_user_system_ticks(stat)?;
+    Some(user + system)
+}
+
+/// utime and stime of a `stat` line.
+fn stat_user_system_ticks(stat: &str) -> Option<(f64, f64)> {
     let rest = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    Some(fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?)
+    Some((fields.get(11)?.parse().ok()?, fields.get(12)?.parse().ok()?))
 }
 
 fn clock_ticks_per_second() -> f64 {
@@ -71,6 +85,8 @@ mod tests {
         let own = usage(std::process::id()).expect("own /proc entry");
         assert!(own.peak_rss_mib > 1.0, "{own:?}");
         assert!(own.cpu_s >= 0.0);
+        let (user, system) = user_and_system_s(std::process::id()).expect("own /proc entry");
+        assert!(user >= 0.0 && system >= 0.0 && user + system <= own.cpu_s + 0.02);
     }
 
     #[test]

@@ -1,13 +1,16 @@
-//! Instructions per push of one dispatcher, counted by
-//! `valgrind --tool=callgrind`: repeatable whatever else the machine does,
-//! unlike seconds. For each platform in turn: a cluster of its own (a
-//! namespace of its own), one dispatcher started under callgrind, its
-//! counters zeroed once it is ready (start-up aside), one notification to
-//! the benchmark audience, and, once the mock has accepted every device of
-//! that platform, the dispatcher stopped so callgrind writes its totals.
-//! What it counts is all a dispatcher does per push in production:
-//! consuming and decoding batches, pushing over HTTP/2 and TLS, publishing
-//! its reports.
+//! What one dispatcher costs per push. With `--counter callgrind` (the
+//! default): instructions, counted by `valgrind --tool=callgrind`,
+//! repeatable whatever else the machine does, unlike seconds. With
+//! `--counter perf`: CPU time (user and kernel), system calls and context
+//! switches, counted by `perf stat` while the dispatcher runs at full
+//! speed, which callgrind cannot show.
+//!
+//! For each platform in turn: a cluster of its own (a namespace of its
+//! own), one dispatcher, counted from the moment it is ready (start-up
+//! aside), one notification to the benchmark audience, and, once the mock
+//! has accepted every device of that platform, the counting stopped. What
+//! it counts is all a dispatcher does per push in production: consuming and
+//! decoding batches, pushing over HTTP/2 and TLS, publishing its reports.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -18,6 +21,7 @@ use clarion_proto::Platform;
 use serde::Serialize;
 use serde_json::json;
 
+use super::perf_stat::{PerfCounts, PerfStat};
 use super::run::{Machine, dispatcher_env_for, machine};
 use super::{AudienceArgs, git_commit, load_audience, write_json};
 use crate::audience::{AudienceShape, Layout};
@@ -36,6 +40,16 @@ pub struct DispatcherCostArgs {
     pub name: String,
     #[arg(long, default_value = "load-tests/results")]
     pub out_dir: PathBuf,
+    /// What counts the cost: instructions (callgrind) or CPU time, system
+    /// calls and context switches at full speed (perf stat).
+    #[arg(long, value_enum, default_value_t = Counter::Callgrind)]
+    pub counter: Counter,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Counter {
+    Callgrind,
+    Perf,
 }
 
 #[derive(Debug, Serialize)]
@@ -53,11 +67,65 @@ pub struct PlatformCost {
     /// Pushes the mock accepted (more than `devices` when a batch was
     /// delivered twice).
     pub pushes: u64,
-    /// Instructions the dispatcher executed from ready to stopped.
-    pub instructions: u64,
-    pub instructions_per_push: f64,
-    /// callgrind's output, for `callgrind_annotate`.
-    pub callgrind_file: PathBuf,
+    #[serde(flatten)]
+    pub cost: Cost,
+}
+
+/// What the counter counted from ready to done.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Cost {
+    Instructions {
+        /// Instructions the dispatcher executed from ready to stopped.
+        instructions: u64,
+        instructions_per_push: f64,
+        /// callgrind's output, for `callgrind_annotate`.
+        callgrind_file: PathBuf,
+    },
+    Time {
+        #[serde(flatten)]
+        totals: PerfCounts,
+        cpu_us_per_push: f64,
+        user_us_per_push: f64,
+        system_us_per_push: f64,
+        syscalls_per_push: f64,
+        context_switches_per_push: f64,
+    },
+}
+
+impl Cost {
+    fn line(&self) -> String {
+        match self {
+            Cost::Instructions {
+                instructions,
+                instructions_per_push,
+                ..
+            } => format!("{instructions:>14} instructions  {instructions_per_push:>8.0} per push"),
+            Cost::Time {
+                cpu_us_per_push,
+                user_us_per_push,
+                system_us_per_push,
+                syscalls_per_push,
+                context_switches_per_push,
+                ..
+            } => format!(
+                "{cpu_us_per_push:>6.2} CPU µs per push ({user_us_per_push:.2} user, {system_us_per_push:.2} kernel)  \
+                 {syscalls_per_push:.3} system calls  {context_switches_per_push:.3} context switches per push"
+            ),
+        }
+    }
+
+    fn from_perf(counts: PerfCounts, pushes: u64) -> Self {
+        let per_push = |total: f64| total / pushes.max(1) as f64;
+        Cost::Time {
+            cpu_us_per_push: per_push(counts.cpu_ms * 1000.0),
+            user_us_per_push: per_push(counts.user_ms * 1000.0),
+            system_us_per_push: per_push(counts.system_ms * 1000.0),
+            syscalls_per_push: per_push(counts.syscalls as f64),
+            context_switches_per_push: per_push(counts.context_switches as f64),
+            totals: counts,
+        }
+    }
 }
 
 pub async fn run(args: DispatcherCostArgs) -> Result<DispatcherCost> {
@@ -80,10 +148,7 @@ pub async fn run(args: DispatcherCostArgs) -> Result<DispatcherCost> {
     };
     write_json(&out_dir.join(format!("{}.json", args.name)), &report)?;
     for (platform, cost) in [("iOS", &report.ios), ("Android", &report.android)] {
-        println!(
-            "{platform:<8} {:>8} pushes  {:>14} instructions  {:>8.0} per push",
-            cost.pushes, cost.instructions, cost.instructions_per_push
-        );
+        println!("{platform:<8} {:>8} pushes  {}", cost.pushes, cost.cost.line());
     }
     Ok(report)
 }
@@ -110,19 +175,29 @@ async fn measure(args: &DispatcherCostArgs, platform: Platform, out_dir: &Path) 
     let mut cluster = LocalCluster::start(&config).await?;
     cluster.set_dispatcher_env(dispatcher_env_for(&apns, &fcm, &work)?);
     let callgrind_file = out_dir.join(format!("callgrind.dispatcher-{platform}.out"));
+    let perf_file = work.join("perf-stat.csv");
     let outcome = async {
-        let wrapper = vec![
-            "valgrind".to_owned(),
-            "--tool=callgrind".to_owned(),
-            format!("--callgrind-out-file={}", callgrind_file.display()),
-        ];
+        let wrapper = match args.counter {
+            Counter::Callgrind => vec![
+                "valgrind".to_owned(),
+                "--tool=callgrind".to_owned(),
+                format!("--callgrind-out-file={}", callgrind_file.display()),
+            ],
+            Counter::Perf => Vec::new(),
+        };
         cluster.start_dispatcher_under(&wrapper, platform).await?;
         let pid = cluster
             .dispatchers
             .last()
             .and_then(|d| d.pid())
             .context("the dispatcher is not running")?;
-        zero_counters(pid)?;
+        let perf = match args.counter {
+            Counter::Callgrind => {
+                zero_counters(pid)?;
+                None
+            }
+            Counter::Perf => Some(PerfStat::attach(pid, &perf_file)?),
+        };
         let id = cluster
             .send(&json!({"topics": ["breaking/uk"], "title": "Cost", "body": "per push"}))
             .await?;
@@ -141,6 +216,14 @@ async fn measure(args: &DispatcherCostArgs, platform: Platform, out_dir: &Path) 
         // Every push the dispatcher made counts, a device pushed twice (a
         // batch delivered again) twice.
         let pushes = counters().accepted;
+        if let Some(perf) = perf {
+            let cost = Cost::from_perf(perf.finish()?, pushes);
+            return Ok(PlatformCost {
+                devices,
+                pushes,
+                cost,
+            });
+        }
         let dispatcher = cluster.dispatchers.last_mut().context("no dispatcher")?;
         // SIGTERM: a graceful stop, after which callgrind writes its totals.
         if dispatcher.terminate(Duration::from_secs(120)).is_none() {
@@ -150,9 +233,11 @@ async fn measure(args: &DispatcherCostArgs, platform: Platform, out_dir: &Path) 
         Ok(PlatformCost {
             devices,
             pushes,
-            instructions,
-            instructions_per_push: instructions as f64 / pushes.max(1) as f64,
-            callgrind_file: callgrind_file.clone(),
+            cost: Cost::Instructions {
+                instructions,
+                instructions_per_push: instructions as f64 / pushes.max(1) as f64,
+                callgrind_file: callgrind_file.clone(),
+            },
         })
     }
     .await;

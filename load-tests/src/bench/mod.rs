@@ -9,8 +9,10 @@ pub mod harvest;
 pub mod mocks;
 pub mod overtake;
 pub mod pacing;
+pub mod perf_stat;
 pub mod plot;
 pub mod run;
+pub mod scaling;
 
 use std::path::{Path, PathBuf};
 

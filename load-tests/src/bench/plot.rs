@@ -1,7 +1,8 @@
 //! The benchmarks' plots as SVG: the delivery curve (share of the reachable
 //! audience accepted by the mocks against seconds since the send request,
-//! with the 90% line and the two-minute line of the 90in2 bar), and the
-//! accepted rate against a quota.
+//! with the 90% line and the two-minute line of the 90in2 bar), the
+//! accepted rate against a quota, and how t90 and the CPU per push grow
+//! with the audience.
 
 use std::path::Path;
 
@@ -50,13 +51,7 @@ pub fn delivery_curve(path: &Path, title: &str, curve: &[(f64, f64)], t90: Optio
         .map_err(draw)?
         .label("two minutes")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(draw)?;
+    legend(&mut chart, SeriesLabelPosition::LowerRight)?;
     root.present().map_err(draw)?;
     Ok(())
 }
@@ -107,14 +102,126 @@ pub fn rate_curve(
             .label("one replica killed")
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
     }
+    legend(&mut chart, SeriesLabelPosition::LowerRight)?;
+    root.present().map_err(draw)?;
+    Ok(())
+}
+
+/// One line of the scaling plot: a label, a colour and its points
+/// (audience, value).
+pub struct Series<'a> {
+    pub label: &'a str,
+    pub color: RGBColor,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Two panels against the audience (log scale): t90 with the two-minute
+/// line on the left, CPU per push (or per device) on the right.
+pub fn scaling(path: &Path, title: &str, t90: &[(f64, f64)], cpu: &[Series<'_>]) -> Result<()> {
+    let audiences = t90.iter().map(|(audience, _)| *audience);
+    let x_min = audiences.clone().fold(f64::INFINITY, f64::min).min(1e5) * 0.8;
+    let x_max = audiences.fold(0.0, f64::max).max(1e6) * 1.25;
+    let root = SVGBackend::new(path, (1200, 540)).into_drawing_area();
+    root.fill(&WHITE).map_err(draw)?;
+    let root = root.titled(title, ("sans-serif", 22)).map_err(draw)?;
+    let (left, right) = root.split_horizontally(600);
+
+    let t90_max = t90.iter().map(|(_, t)| *t).fold(120.0, f64::max) * 1.1;
+    let mut chart = ChartBuilder::on(&left)
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(56)
+        .build_cartesian_2d((x_min..x_max).log_scale(), 0.0..t90_max)
+        .map_err(draw)?;
+    chart
+        .configure_mesh()
+        .x_desc("devices in the audience")
+        .y_desc("t90, seconds")
+        .x_label_formatter(&|devices| format_devices(*devices))
+        .draw()
+        .map_err(draw)?;
+    chart
+        .draw_series(LineSeries::new(t90.iter().copied(), BLUE.stroke_width(2)))
+        .map_err(draw)?
+        .label("t90 (median where several runs)")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE.stroke_width(2)));
+    chart
+        .draw_series(t90.iter().map(|point| Circle::new(*point, 4, BLUE.filled())))
+        .map_err(draw)?;
+    chart
+        .draw_series(LineSeries::new(
+            [(x_min, 120.0), (x_max, 120.0)],
+            RED.stroke_width(1),
+        ))
+        .map_err(draw)?
+        .label("two minutes")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+
+    let cpu_max = cpu
+        .iter()
+        .flat_map(|series| series.points.iter().map(|(_, value)| *value))
+        .fold(1.0, f64::max)
+        * 1.2;
+    let mut chart = ChartBuilder::on(&right)
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(56)
+        .build_cartesian_2d((x_min..x_max).log_scale(), 0.0..cpu_max)
+        .map_err(draw)?;
+    chart
+        .configure_mesh()
+        .x_desc("devices in the audience")
+        .y_desc("CPU µs per push (coordinator: per device)")
+        .x_label_formatter(&|devices| format_devices(*devices))
+        .draw()
+        .map_err(draw)?;
+    for series in cpu {
+        let color = series.color;
+        chart
+            .draw_series(LineSeries::new(
+                series.points.iter().copied(),
+                color.stroke_width(2),
+            ))
+            .map_err(draw)?
+            .label(series.label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        chart
+            .draw_series(
+                series
+                    .points
+                    .iter()
+                    .map(|point| Circle::new(*point, 3, color.filled())),
+            )
+            .map_err(draw)?;
+    }
+    legend(&mut chart, SeriesLabelPosition::LowerLeft)?;
+    root.present().map_err(draw)?;
+    Ok(())
+}
+
+/// `100k`, `2M`: an audience as the README writes it.
+pub fn format_devices(devices: f64) -> String {
+    if devices >= 1e6 {
+        format!("{}M", devices / 1e6)
+    } else {
+        format!("{}k", devices / 1e3)
+    }
+}
+
+/// The legend box every plot draws, at `position`.
+fn legend<'a, DB, CT>(chart: &mut ChartContext<'a, DB, CT>, position: SeriesLabelPosition) -> Result<()>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate,
+{
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(position)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()
         .map_err(draw)?;
-    root.present().map_err(draw)?;
     Ok(())
 }
 

@@ -230,7 +230,8 @@ pub async fn run(args: RunArgs) -> Result<Report> {
         coordinator_env: extra.clone(),
         harvester_env: extra.clone(),
         dispatcher_env,
-        log_dir: super::bench_log_dir()?,
+        // One directory per run name: a run's logs outlive the next run.
+        log_dir: super::bench_log_dir()?.join(&name),
     };
     let mut cluster = LocalCluster::start(&config).await?;
     let outcome = measure(&mut cluster, &args, &apns, &fcm).await;

@@ -9,6 +9,7 @@ use clarion_load_tests::bench::mocks::{MocksArgs, run as mocks};
 use clarion_load_tests::bench::overtake::{OvertakeArgs, run as overtake};
 use clarion_load_tests::bench::pacing::{PacingArgs, run as pacing};
 use clarion_load_tests::bench::run::{RunArgs, run as run_90in2};
+use clarion_load_tests::bench::scaling::{ScalingArgs, run as scaling};
 use clarion_load_tests::seed::{SeedArgs, run as seed};
 
 #[derive(Parser)]
@@ -52,6 +53,10 @@ enum Command {
     Seed(SeedArgs),
     /// The 90in2 benchmark: seed, cluster, send, ceiling, report and plot.
     Run(RunArgs),
+    /// Summarises one commit's 90in2 results by audience size (medians of
+    /// repeated runs): scaling.json, scaling.svg (t90 and CPU per push
+    /// against the audience) and the README's table on standard output.
+    Scaling(ScalingArgs),
 }
 
 #[tokio::main]
@@ -73,6 +78,7 @@ async fn main() -> anyhow::Result<()> {
         Command::DispatcherCost(args) => dispatcher_cost(args).await.map(|_| ()),
         Command::Harvest(args) => harvest(args).await.map(|_| ()),
         Command::Mocks(args) => mocks(args).await.map(|_| ()),
+        Command::Scaling(args) => scaling(args).map(|_| ()),
         Command::Overtake(args) => {
             let report = overtake(args).await?;
             if !report.targets.met {

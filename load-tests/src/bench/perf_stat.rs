@@ -1,0 +1,137 @@
+//! `perf stat` attached to a running process: CPU time, system calls and
+//! context switches from the moment it is attached until it is stopped,
+//! with the user and kernel split read from `/proc` (perf's own
+//! `user_time` / `system_time` count only a command it started). Unlike callgrind it runs the process at full speed, so it
+//! shows what callgrind cannot: time in the kernel, and how many system
+//! calls and wake-ups the work takes at the rate it really runs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde::Serialize;
+
+use crate::procinfo::user_and_system_s;
+
+/// The events counted: software events and one tracepoint, which a VM
+/// without hardware counters has too.
+const EVENTS: &str = "task-clock,context-switches,raw_syscalls:sys_enter";
+
+/// What `perf stat` counted for one process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct PerfCounts {
+    /// perf's task clock: CPU time, user and kernel.
+    pub cpu_ms: f64,
+    /// From `/proc`, at the clock tick's resolution (10 ms).
+    pub user_ms: f64,
+    pub system_ms: f64,
+    pub context_switches: u64,
+    pub syscalls: u64,
+}
+
+/// A `perf stat -p` running beside its process.
+pub struct PerfStat {
+    child: Child,
+    output: PathBuf,
+    pid: u32,
+    /// User and kernel CPU seconds when counting began.
+    started: (f64, f64),
+}
+
+impl PerfStat {
+    /// Starts counting process `pid`'s events into `output`.
+    pub fn attach(pid: u32, output: &Path) -> Result<Self> {
+        let started = user_and_system_s(pid).context("reading the process's CPU time")?;
+        let child = Command::new("perf")
+            .args(["stat", "-x", ",", "-e", EVENTS, "-p"])
+            .arg(pid.to_string())
+            .arg("-o")
+            .arg(output)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("running perf (package linux-perf)")?;
+        Ok(Self {
+            child,
+            output: output.to_owned(),
+            pid,
+            started,
+        })
+    }
+
+    /// Stops counting (SIGINT, as Ctrl-C) and reads the counts.
+    pub fn finish(mut self) -> Result<PerfCounts> {
+        let (user, system) = user_and_system_s(self.pid).context("reading the process's CPU time")?;
+        let pid = i32::try_from(self.child.id()).context("perf's pid")?;
+        kill(Pid::from_raw(pid), Signal::SIGINT).context("stopping perf")?;
+        let started = Instant::now();
+        loop {
+            if self.child.try_wait()?.is_some() {
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                let _ = self.child.kill();
+                bail!("perf stat did not stop within 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let text = std::fs::read_to_string(&self.output)
+            .with_context(|| format!("reading {}", self.output.display()))?;
+        let mut counts =
+            parse(&text).with_context(|| format!("no counts in {}:\n{text}", self.output.display()))?;
+        counts.user_ms = (user - self.started.0) * 1000.0;
+        counts.system_ms = (system - self.started.1) * 1000.0;
+        Ok(counts)
+    }
+}
+
+/// Reads `perf stat -x ,` output: `value,unit,event,...` per line.
+fn parse(text: &str) -> Option<PerfCounts> {
+    let mut counts = PerfCounts::default();
+    let mut seen = 0;
+    for line in text.lines().filter(|line| !line.starts_with('#')) {
+        let mut fields = line.split(',');
+        let (Some(value), Some(_unit), Some(event)) = (fields.next(), fields.next(), fields.next()) else {
+            continue;
+        };
+        let Ok(value) = value.parse::<f64>() else {
+            continue;
+        };
+        seen += 1;
+        match event {
+            "task-clock" => counts.cpu_ms = value,
+            "context-switches" => counts.context_switches = value as u64,
+            "raw_syscalls:sys_enter" => counts.syscalls = value as u64,
+            _ => seen -= 1,
+        }
+    }
+    (seen > 0).then_some(counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PerfCounts, parse};
+
+    #[test]
+    fn perf_stat_csv_is_read_by_event_name() {
+        let text = "# started on Thu Dec  3 00:40:00 2026\n\n\
+            1234.50,msec,task-clock,1234500000,100.00,0.999,CPUs utilized\n\
+            5678,,context-switches,1234500000,100.00,4.599,K/sec\n\
+            91011,,raw_syscalls:sys_enter,1234500000,100.00,73.723,K/sec\n\
+            <not supported>,,instructions,0,100.00,,\n";
+        assert_eq!(
+            parse(text),
+            Some(PerfCounts {
+                cpu_ms: 1234.5,
+                user_ms: 0.0,
+                system_ms: 0.0,
+                context_switches: 5678,
+                syscalls: 91011,
+            })
+        );
+        assert_eq!(parse("# nothing\n"), None);
+    }
+}
