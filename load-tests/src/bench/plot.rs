@@ -195,7 +195,7 @@ pub fn scaling(path: &Path, title: &str, t90: &[(f64, f64)], cpu: &[Series<'_>])
             )
             .map_err(draw)?;
     }
-    legend(&mut chart, SeriesLabelPosition::LowerLeft)?;
+    legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     root.present().map_err(draw)?;
     Ok(())
 }

@@ -39,7 +39,8 @@ pub struct SizeRow {
     pub efficiency: f64,
     pub end_to_end_ratio: f64,
     pub dispatcher_ratio: Option<f64>,
-    pub first_5s_ratio: f64,
+    /// `None` for a send over within the first 5 s.
+    pub first_5s_ratio: Option<f64>,
     pub dispatcher_cpu_us_per_push: f64,
     pub ceiling_cpu_us_per_push: f64,
     pub mocks_cpu_us_per_push: f64,
@@ -110,7 +111,7 @@ fn summarise(audience: u64, runs: &[Value]) -> Result<SizeRow> {
         efficiency: field("efficiency")?,
         end_to_end_ratio: field("end_to_end_ratio")?,
         dispatcher_ratio: field("dispatcher_ratio").ok(),
-        first_5s_ratio: field("first_5s_ratio")?,
+        first_5s_ratio: field("first_5s_ratio").ok(),
         dispatcher_cpu_us_per_push: field("dispatcher_cpu_us_per_push")?,
         ceiling_cpu_us_per_push: field("ceiling_cpu_us_per_push")?,
         mocks_cpu_us_per_push: field("mocks_cpu_us_per_push")?,
@@ -182,17 +183,15 @@ fn markdown(sizes: &[SizeRow]) -> String {
         } else {
             format!("{:.1} s", row.t90_s)
         };
-        let dispatchers = row
-            .dispatcher_ratio
-            .map_or("–".to_owned(), |ratio| format!("{ratio:.2}×"));
+        let ratio = |ratio: Option<f64>| ratio.map_or("–".to_owned(), |ratio| format!("{ratio:.2}×"));
+        let (dispatchers, first_5s) = (ratio(row.dispatcher_ratio), ratio(row.first_5s_ratio));
         table.push_str(&format!(
-            "| {} | {} | {t90} | {:.0}k/s | {:.2} | {:.2}× | {dispatchers} | {:.2}× | {:.1} | {:.1} | {:.1} | {:.2} |\n",
+            "| {} | {} | {t90} | {:.0}k/s | {:.2} | {:.2}× | {dispatchers} | {first_5s} | {:.1} | {:.1} | {:.1} | {:.2} |\n",
             format_devices(row.audience as f64),
             row.runs,
             row.ceiling_per_s / 1000.0,
             row.efficiency,
             row.end_to_end_ratio,
-            row.first_5s_ratio,
             row.dispatcher_cpu_us_per_push,
             row.ceiling_cpu_us_per_push,
             row.mocks_cpu_us_per_push,
