@@ -52,6 +52,9 @@ pub struct LocalCluster {
     pub coordinator: ServiceProcess,
     pub harvesters: Vec<ServiceProcess>,
     pub dispatchers: Vec<ServiceProcess>,
+    /// Dispatchers started so far, stopped ones included: each gets a log
+    /// of its own, so a later phase's dispatchers keep an earlier one's.
+    dispatchers_started: usize,
     config: LocalClusterConfig,
 }
 
@@ -104,6 +107,7 @@ impl LocalCluster {
             coordinator,
             harvesters,
             dispatchers: Vec::new(),
+            dispatchers_started: 0,
             config: config.clone(),
         };
         if !config.dispatcher_env.is_empty() {
@@ -136,7 +140,8 @@ impl LocalCluster {
         let common = common_env(&self.config);
         let mut env = self.config.dispatcher_env.clone();
         env.push(("CLARION_PLATFORM".into(), platform.to_string()));
-        let name = format!("dispatcher-{platform}-{}", self.dispatchers.len());
+        let name = format!("dispatcher-{platform}-{}", self.dispatchers_started);
+        self.dispatchers_started += 1;
         let dispatcher = start_worker(
             &self.http,
             wrapper,

@@ -11,6 +11,9 @@
 //! has accepted every device of that platform, the counting stopped. What
 //! it counts is all a dispatcher does per push in production: consuming and
 //! decoding batches, pushing over HTTP/2 and TLS, publishing its reports.
+//! perf stops counting once the mock has accepted the last push; callgrind
+//! counts until the dispatcher has stopped, so it also counts the last
+//! reports and the graceful stop.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -82,7 +85,7 @@ pub enum Cost {
         /// callgrind's output, for `callgrind_annotate`.
         callgrind_file: PathBuf,
     },
-    Time {
+    PerfStat {
         #[serde(flatten)]
         totals: PerfCounts,
         cpu_us_per_push: f64,
@@ -94,14 +97,14 @@ pub enum Cost {
 }
 
 impl Cost {
-    fn line(&self) -> String {
+    fn summary_line(&self) -> String {
         match self {
             Cost::Instructions {
                 instructions,
                 instructions_per_push,
                 ..
             } => format!("{instructions:>14} instructions  {instructions_per_push:>8.0} per push"),
-            Cost::Time {
+            Cost::PerfStat {
                 cpu_us_per_push,
                 user_us_per_push,
                 system_us_per_push,
@@ -117,7 +120,7 @@ impl Cost {
 
     fn from_perf(counts: PerfCounts, pushes: u64) -> Self {
         let per_push = |total: f64| total / pushes.max(1) as f64;
-        Cost::Time {
+        Cost::PerfStat {
             cpu_us_per_push: per_push(counts.cpu_ms * 1000.0),
             user_us_per_push: per_push(counts.user_ms * 1000.0),
             system_us_per_push: per_push(counts.system_ms * 1000.0),
@@ -148,7 +151,11 @@ pub async fn run(args: DispatcherCostArgs) -> Result<DispatcherCost> {
     };
     write_json(&out_dir.join(format!("{}.json", args.name)), &report)?;
     for (platform, cost) in [("iOS", &report.ios), ("Android", &report.android)] {
-        println!("{platform:<8} {:>8} pushes  {}", cost.pushes, cost.cost.line());
+        println!(
+            "{platform:<8} {:>8} pushes  {}",
+            cost.pushes,
+            cost.cost.summary_line()
+        );
     }
     Ok(report)
 }
@@ -217,7 +224,7 @@ async fn measure(args: &DispatcherCostArgs, platform: Platform, out_dir: &Path) 
         // batch delivered again) twice.
         let pushes = counters().accepted;
         if let Some(perf) = perf {
-            let cost = Cost::from_perf(perf.finish()?, pushes);
+            let cost = Cost::from_perf(perf.finish().await?, pushes);
             return Ok(PlatformCost {
                 devices,
                 pushes,

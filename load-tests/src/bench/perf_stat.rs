@@ -1,10 +1,12 @@
 //! `perf stat` attached to a running process: CPU time, system calls and
 //! context switches from the moment it is attached until it is stopped,
 //! with the user and kernel split read from `/proc` (perf's own
-//! `user_time` / `system_time` count only a command it started). Unlike callgrind it runs the process at full speed, so it
-//! shows what callgrind cannot: time in the kernel, and how many system
-//! calls and wake-ups the work takes at the rate it really runs.
+//! `user_time` / `system_time` count only a command it started). Unlike
+//! callgrind it runs the process at full speed, so it shows what callgrind
+//! cannot: time in the kernel, and how many system calls and wake-ups the
+//! work takes at the rate it really runs.
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -32,66 +34,91 @@ pub struct PerfCounts {
     pub syscalls: u64,
 }
 
-/// A `perf stat -p` running beside its process.
+/// A `perf stat -p` running beside its process; stopped and reaped when
+/// dropped, whatever happened in between.
 pub struct PerfStat {
     child: Child,
     output: PathBuf,
     pid: u32,
-    /// User and kernel CPU seconds when counting began.
-    started: (f64, f64),
+    /// User and kernel CPU seconds of the process when counting began.
+    cpu_at_attach: (f64, f64),
 }
 
 impl PerfStat {
-    /// Starts counting process `pid`'s events into `output`.
+    /// Starts counting process `pid`'s events into `output` (perf's own
+    /// messages go to `output` with `.stderr` appended).
     pub fn attach(pid: u32, output: &Path) -> Result<Self> {
-        let started = user_and_system_s(pid).context("reading the process's CPU time")?;
-        let child = Command::new("perf")
+        let cpu_at_attach = user_and_system_s(pid).context("reading the process's CPU time")?;
+        let stderr_path = output.with_extension("stderr");
+        let stderr =
+            File::create(&stderr_path).with_context(|| format!("creating {}", stderr_path.display()))?;
+        let mut child = Command::new("perf")
             .args(["stat", "-x", ",", "-e", EVENTS, "-p"])
             .arg(pid.to_string())
             .arg("-o")
             .arg(output)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .context("running perf (package linux-perf)")?;
+        if let Some(status) = child.try_wait()? {
+            let said = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            bail!("perf stat ended at once ({status}): {said}");
+        }
         Ok(Self {
             child,
             output: output.to_owned(),
             pid,
-            started,
+            cpu_at_attach,
         })
     }
 
     /// Stops counting (SIGINT, as Ctrl-C) and reads the counts.
-    pub fn finish(mut self) -> Result<PerfCounts> {
-        let (user, system) = user_and_system_s(self.pid).context("reading the process's CPU time")?;
-        let pid = i32::try_from(self.child.id()).context("perf's pid")?;
-        kill(Pid::from_raw(pid), Signal::SIGINT).context("stopping perf")?;
+    pub async fn finish(mut self) -> Result<PerfCounts> {
+        self.interrupt();
+        let cpu_now = user_and_system_s(self.pid);
         let started = Instant::now();
-        loop {
-            if self.child.try_wait()?.is_some() {
-                break;
-            }
+        while self.child.try_wait()?.is_none() {
             if started.elapsed() > Duration::from_secs(30) {
-                let _ = self.child.kill();
                 bail!("perf stat did not stop within 30 s");
             }
-            std::thread::sleep(Duration::from_millis(20));
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        let (user, system) = cpu_now.context("reading the process's CPU time")?;
         let text = std::fs::read_to_string(&self.output)
             .with_context(|| format!("reading {}", self.output.display()))?;
-        let mut counts =
-            parse(&text).with_context(|| format!("no counts in {}:\n{text}", self.output.display()))?;
-        counts.user_ms = (user - self.started.0) * 1000.0;
-        counts.system_ms = (system - self.started.1) * 1000.0;
+        let mut counts = parse(&text).with_context(|| {
+            format!(
+                "perf stat did not count all of {EVENTS} (events with a `:u` suffix mean perf could count \
+                 user space only):\n{text}"
+            )
+        })?;
+        counts.user_ms = (user - self.cpu_at_attach.0) * 1000.0;
+        counts.system_ms = (system - self.cpu_at_attach.1) * 1000.0;
         Ok(counts)
+    }
+
+    fn interrupt(&self) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGINT);
+        }
     }
 }
 
-/// Reads `perf stat -x ,` output: `value,unit,event,...` per line.
+impl Drop for PerfStat {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.interrupt();
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Reads `perf stat -x ,` output (`value,unit,event,...` per line); every
+/// event counted or `None`.
 fn parse(text: &str) -> Option<PerfCounts> {
-    let mut counts = PerfCounts::default();
-    let mut seen = 0;
+    let (mut cpu_ms, mut context_switches, mut syscalls) = (None, None, None);
     for line in text.lines().filter(|line| !line.starts_with('#')) {
         let mut fields = line.split(',');
         let (Some(value), Some(_unit), Some(event)) = (fields.next(), fields.next(), fields.next()) else {
@@ -100,15 +127,20 @@ fn parse(text: &str) -> Option<PerfCounts> {
         let Ok(value) = value.parse::<f64>() else {
             continue;
         };
-        seen += 1;
         match event {
-            "task-clock" => counts.cpu_ms = value,
-            "context-switches" => counts.context_switches = value as u64,
-            "raw_syscalls:sys_enter" => counts.syscalls = value as u64,
-            _ => seen -= 1,
+            "task-clock" => cpu_ms = Some(value),
+            "context-switches" => context_switches = Some(value as u64),
+            "raw_syscalls:sys_enter" => syscalls = Some(value as u64),
+            _ => {}
         }
     }
-    (seen > 0).then_some(counts)
+    Some(PerfCounts {
+        cpu_ms: cpu_ms?,
+        user_ms: 0.0,
+        system_ms: 0.0,
+        context_switches: context_switches?,
+        syscalls: syscalls?,
+    })
 }
 
 #[cfg(test)]
@@ -133,5 +165,8 @@ mod tests {
             })
         );
         assert_eq!(parse("# nothing\n"), None);
+        let user_space_only = "1234.50,msec,task-clock:u,1,100.00,,\n5678,,context-switches:u,1,100.00,,\n\
+            <not supported>,,raw_syscalls:sys_enter,0,100.00,,\n";
+        assert_eq!(parse(user_space_only), None, "an event not counted is not a zero");
     }
 }

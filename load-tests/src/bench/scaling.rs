@@ -1,5 +1,6 @@
 //! How a send's cost grows with its audience: reads the 90in2 results of
-//! one commit (several runs of a size are summarised by their median),
+//! one commit and one machine (several runs of a size are summarised by
+//! their median run by t90),
 //! writes a table of t90, efficiency and CPU per push by audience as JSON,
 //! prints it as the README's Markdown table, and plots t90 and CPU per push
 //! against the audience.
@@ -27,7 +28,7 @@ pub struct ScalingArgs {
     pub out_dir: PathBuf,
 }
 
-/// One audience size: medians over its runs.
+/// One audience size: its median run, and the t90 range of all its runs.
 #[derive(Debug, Clone, Serialize)]
 pub struct SizeRow {
     pub audience: u64,
@@ -65,10 +66,17 @@ pub fn run(args: ScalingArgs) -> Result<Scaling> {
         let audience = result["audience"]
             .as_u64()
             .with_context(|| format!("{} has no audience: not a 90in2 result", path.display()))?;
-        if let Some(commit) = result["git_commit"].as_str()
-            && !commits.iter().any(|seen| seen == commit)
-        {
+        let commit = result["git_commit"]
+            .as_str()
+            .with_context(|| format!("{} names no commit", path.display()))?;
+        if !commits.iter().any(|seen| seen == commit) {
             commits.push(commit.to_owned());
+        }
+        if !machine.is_null() && result["machine"] != machine {
+            bail!(
+                "{} was measured on another machine than the results before it",
+                path.display()
+            );
         }
         machine = result["machine"].clone();
         by_audience.entry(audience).or_default().push(result);
@@ -95,18 +103,34 @@ pub fn run(args: ScalingArgs) -> Result<Scaling> {
     Ok(report)
 }
 
+/// The row of one size: the figures of its median run by t90 (the lower
+/// middle one of an even count), so that a row's figures come from one run
+/// and agree with each other, with the t90 range of all its runs.
 fn summarise(audience: u64, runs: &[Value]) -> Result<SizeRow> {
+    let t90 = |run: &Value| run["t90_s"].as_f64();
+    let mut timed: Vec<(f64, &Value)> = runs
+        .iter()
+        .map(|run| {
+            t90(run)
+                .map(|t90| (t90, run))
+                .with_context(|| format!("a {audience}-device result has no t90"))
+        })
+        .collect::<Result<_>>()?;
+    timed.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (t90_s, median_run) = *timed
+        .get((timed.len().max(1) - 1) / 2)
+        .with_context(|| format!("no {audience}-device results"))?;
     let field = |name: &str| -> Result<f64> {
-        let values: Vec<f64> = runs.iter().filter_map(|run| run[name].as_f64()).collect();
-        median(values).with_context(|| format!("no `{name}` in the {audience}-device results"))
+        median_run[name]
+            .as_f64()
+            .with_context(|| format!("no `{name}` in the median {audience}-device result"))
     };
-    let t90s: Vec<f64> = runs.iter().filter_map(|run| run["t90_s"].as_f64()).collect();
     Ok(SizeRow {
         audience,
         runs: runs.len(),
-        t90_s: field("t90_s")?,
-        t90_min_s: t90s.iter().copied().fold(f64::INFINITY, f64::min),
-        t90_max_s: t90s.iter().copied().fold(0.0, f64::max),
+        t90_s,
+        t90_min_s: timed.first().map_or(t90_s, |(t90, _)| *t90),
+        t90_max_s: timed.last().map_or(t90_s, |(t90, _)| *t90),
         ceiling_per_s: field("ceiling_per_s")?,
         efficiency: field("efficiency")?,
         end_to_end_ratio: field("end_to_end_ratio")?,
@@ -116,19 +140,6 @@ fn summarise(audience: u64, runs: &[Value]) -> Result<SizeRow> {
         ceiling_cpu_us_per_push: field("ceiling_cpu_us_per_push")?,
         mocks_cpu_us_per_push: field("mocks_cpu_us_per_push")?,
         coordinator_cpu_us_per_device: field("coordinator_cpu_us_per_device")?,
-    })
-}
-
-fn median(mut values: Vec<f64>) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let middle = values.len() / 2;
-    Some(if values.len() % 2 == 1 {
-        values[middle]
-    } else {
-        (values[middle - 1] + values[middle]) / 2.0
     })
 }
 
@@ -205,14 +216,7 @@ fn markdown(sizes: &[SizeRow]) -> String {
 mod tests {
     use serde_json::json;
 
-    use super::{median, summarise};
-
-    #[test]
-    fn the_median_of_odd_and_even_counts() {
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), Some(2.5));
-        assert_eq!(median(Vec::new()), None);
-    }
+    use super::summarise;
 
     #[test]
     fn runs_of_one_size_are_summarised_by_their_median() {
