@@ -262,7 +262,7 @@ async fn a_connection_that_goes_away_drains_while_new_requests_go_to_a_fresh_one
     let pool = Arc::new(Http2Pool::new(&format!("https://{addr}"), tls, limits).unwrap());
     let request = || {
         let mut request = http::Request::new(());
-        *request.uri_mut() = pool.uri("/").unwrap();
+        *request.uri_mut() = pool.uri("/".to_owned()).unwrap();
         request
     };
 
@@ -313,7 +313,7 @@ async fn a_request_to_a_server_that_never_finishes_the_handshake_ends_at_its_dea
     let tls = client_config(None, &[b"h2"]).unwrap();
     let pool = Http2Pool::new(&format!("https://{addr}"), tls, limits).unwrap();
     let mut request = http::Request::new(());
-    *request.uri_mut() = pool.uri("/").unwrap();
+    *request.uri_mut() = pool.uri("/".to_owned()).unwrap();
     // The outer bound only keeps a regression from hanging the suite.
     let answer = tokio::time::timeout(WAIT, pool.send(request, Bytes::new()))
         .await

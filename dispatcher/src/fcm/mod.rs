@@ -53,7 +53,7 @@ impl FcmChannel {
             .ok_or("no Firebase project: set CLARION_FCM_PROJECT_ID or use credentials with a project_id")?;
         let pool = Http2Pool::new(&settings.endpoint, tls, limits)?;
         let uri = pool
-            .uri(&format!("/v1/projects/{project}/messages:send"))
+            .uri(format!("/v1/projects/{project}/messages:send"))
             .map_err(|_| format!("{project:?} is not a usable Firebase project id"))?;
         Ok(Self {
             pool,

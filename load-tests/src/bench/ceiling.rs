@@ -57,7 +57,7 @@ async fn apns_ceiling(mock: &ApnsMock, plan: CeilingPlan) -> Result<CeilingRun> 
         Bytes::from(json!({"aps": {"alert": {"title": "Ceiling", "body": "minimal client"}}}).to_string());
     let topic = HeaderValue::from_str(&mock.bundle_id)?;
     let device = "0123456789abcdef".repeat(4);
-    let uri = pool.uri(&format!("/3/device/{device}"))?;
+    let uri = pool.uri(format!("/3/device/{device}"))?;
     drive(plan, move || {
         let mut request = Request::new(());
         *request.method_mut() = Method::POST;
@@ -88,7 +88,7 @@ async fn fcm_ceiling(mock: &FcmMock, plan: CeilingPlan) -> Result<CeilingRun> {
         .to_string(),
     );
     let uri = pool
-        .uri(&format!("/v1/projects/{}/messages:send", mock.project_id))
+        .uri(format!("/v1/projects/{}/messages:send", mock.project_id))
         .context("the FCM URI")?;
     drive(plan, move || {
         let mut request = Request::new(());
