@@ -119,7 +119,7 @@ impl Cost {
     }
 
     fn from_perf(counts: PerfCounts, pushes: u64) -> Self {
-        let per_push = |total: f64| total / pushes.max(1) as f64;
+        let per_push = |total: f64| per_push(total, pushes);
         Cost::PerfStat {
             cpu_us_per_push: per_push(counts.cpu_ms * 1000.0),
             user_us_per_push: per_push(counts.user_ms * 1000.0),
@@ -242,7 +242,7 @@ async fn measure(args: &DispatcherCostArgs, platform: Platform, out_dir: &Path) 
             pushes,
             cost: Cost::Instructions {
                 instructions,
-                instructions_per_push: instructions as f64 / pushes.max(1) as f64,
+                instructions_per_push: per_push(instructions as f64, pushes),
                 callgrind_file: callgrind_file.clone(),
             },
         })
@@ -252,6 +252,11 @@ async fn measure(args: &DispatcherCostArgs, platform: Platform, out_dir: &Path) 
     delete_namespace(&args.audience.amqp_url, &namespace).await;
     let _ = std::fs::remove_dir_all(&work);
     outcome
+}
+
+/// `total` divided by the pushes (none counts as one).
+fn per_push(total: f64, pushes: u64) -> f64 {
+    total / pushes.max(1) as f64
 }
 
 /// Zeroes callgrind's counters in process `pid`: start-up is not counted.

@@ -144,7 +144,7 @@ fn summarise(audience: u64, runs: &[Value]) -> Result<SizeRow> {
 }
 
 fn plot(report: &Scaling, path: &std::path::Path) -> Result<()> {
-    let points = |value: fn(&SizeRow) -> f64| -> Vec<(f64, f64)> {
+    let points = |value: Figure| -> Vec<(f64, f64)> {
         report
             .sizes
             .iter()
@@ -156,30 +156,32 @@ fn plot(report: &Scaling, path: &std::path::Path) -> Result<()> {
         path,
         &format!("90in2 by audience size ({commit})"),
         &points(|row| row.t90_s),
-        &[
-            Series {
-                label: "dispatchers, per push",
-                color: RGBColor(31, 119, 180),
-                points: points(|row| row.dispatcher_cpu_us_per_push),
-            },
-            Series {
-                label: "ceiling client, per push",
-                color: RGBColor(44, 160, 44),
-                points: points(|row| row.ceiling_cpu_us_per_push),
-            },
-            Series {
-                label: "mocks, per push",
-                color: RGBColor(255, 127, 14),
-                points: points(|row| row.mocks_cpu_us_per_push),
-            },
-            Series {
-                label: "coordinator, per device",
-                color: RGBColor(214, 39, 40),
-                points: points(|row| row.coordinator_cpu_us_per_device),
-            },
-        ],
+        &CPU_SERIES.map(|(label, color, value)| Series {
+            label,
+            color,
+            points: points(value),
+        }),
     )
 }
+
+/// A figure of a row, as the plot reads it.
+type Figure = fn(&SizeRow) -> f64;
+
+/// The right panel's lines: label, colour and the figure each plots.
+const CPU_SERIES: [(&str, RGBColor, Figure); 4] = [
+    ("dispatchers, per push", RGBColor(31, 119, 180), |row| {
+        row.dispatcher_cpu_us_per_push
+    }),
+    ("ceiling client, per push", RGBColor(44, 160, 44), |row| {
+        row.ceiling_cpu_us_per_push
+    }),
+    ("mocks, per push", RGBColor(255, 127, 14), |row| {
+        row.mocks_cpu_us_per_push
+    }),
+    ("coordinator, per device", RGBColor(214, 39, 40), |row| {
+        row.coordinator_cpu_us_per_device
+    }),
+];
 
 /// The README's table: one row per audience size.
 fn markdown(sizes: &[SizeRow]) -> String {
