@@ -50,6 +50,29 @@ pub fn user_and_system_s(pid: u32) -> Option<(f64, f64)> {
     Some((user / hz, system / hz))
 }
 
+/// CPU seconds used so far by every process named one of `names` (as
+/// `/proc/<pid>/stat` names it), with the CPU of the children each has
+/// reaped: PostgreSQL's postmaster reaps its backends and parallel workers,
+/// so their CPU is counted after they exit. `None` when no such process
+/// runs here (a database or broker on another machine).
+pub fn processes_cpu_s(names: &[&str]) -> Option<f64> {
+    let mut found = false;
+    let mut ticks = 0.0;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        if !stat_name(&stat).is_some_and(|name| names.contains(&name)) {
+            continue;
+        }
+        if let Some(own_and_reaped) = stat_cpu_ticks_with_children(&stat) {
+            found = true;
+            ticks += own_and_reaped;
+        }
+    }
+    found.then(|| ticks / clock_ticks_per_second())
+}
+
 /// The command (or thread) name of a `stat` line.
 fn stat_name(stat: &str) -> Option<&str> {
     Some(&stat[stat.find('(')? + 1..stat.rfind(')')?])
@@ -60,6 +83,14 @@ fn stat_name(stat: &str) -> Option<&str> {
 fn stat_cpu_ticks(stat: &str) -> Option<f64> {
     let (user, system) = stat_user_system_ticks(stat)?;
     Some(user + system)
+}
+
+/// utime + stime + cutime + cstime of a `stat` line: the process's own CPU
+/// and that of the children it has waited for.
+fn stat_cpu_ticks_with_children(stat: &str) -> Option<f64> {
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    (11..=14).map(|i| fields.get(i)?.parse::<f64>().ok()).sum()
 }
 
 /// utime and stime of a `stat` line.
@@ -90,6 +121,22 @@ mod tests {
             user >= 0.0 && system >= 0.0 && user + system <= own.cpu_s + 1e-9,
             "{user} + {system} > {own:?}"
         );
+    }
+
+    #[test]
+    fn counts_own_and_reaped_children_cpu() {
+        let stat = "42 (postgres) S 1 42 42 0 -1 4194560 1 2 3 4 100 20 7 3 20 0 1 0 5 6 7";
+        assert_eq!(stat_cpu_ticks_with_children(stat), Some(130.0));
+        assert_eq!(stat_cpu_ticks(stat), Some(120.0));
+        assert_eq!(stat_cpu_ticks_with_children("42 (postgres) S 1 42"), None);
+    }
+
+    #[test]
+    fn finds_processes_by_name_only() {
+        let own = std::fs::read_to_string("/proc/self/stat").expect("own /proc entry");
+        let name = stat_name(&own).expect("own name").to_owned();
+        assert!(processes_cpu_s(&[name.as_str()]).is_some_and(|cpu| cpu >= 0.0));
+        assert_eq!(processes_cpu_s(&["no-such-process-name"]), None);
     }
 
     #[test]

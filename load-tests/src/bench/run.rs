@@ -18,7 +18,7 @@ use super::{AudienceArgs, git_commit, load_audience, plot, write_json};
 use crate::audience::{AudienceShape, Layout, localizations};
 use crate::local_cluster::{Env, LocalCluster, LocalClusterConfig, Member, delete_namespace};
 use crate::mocks::{ApnsMock, FaultConfig, FcmMock, apps_file_table};
-use crate::procinfo::{Usage, own_threads_cpu_s, usage};
+use crate::procinfo::{Usage, own_threads_cpu_s, processes_cpu_s, usage};
 use crate::seed::app_id;
 
 /// Names of the mocks' threads start with this.
@@ -85,6 +85,13 @@ pub struct Processes {
     /// used during the send: the share of the machine the stand-ins for
     /// Apple and Google took.
     pub mocks_cpu_s: f64,
+    /// CPU seconds PostgreSQL used during the send (every `postgres`
+    /// process of this machine, the children they reaped included); absent
+    /// when it runs elsewhere.
+    pub postgres_cpu_s: Option<f64>,
+    /// CPU seconds RabbitMQ (`beam.smp`) used during the send; absent when
+    /// it runs elsewhere.
+    pub rabbitmq_cpu_s: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -132,6 +139,12 @@ pub struct Report {
     pub mocks_cpu_us_per_push: f64,
     /// CPU of the coordinator over the end-to-end send, per device.
     pub coordinator_cpu_us_per_device: f64,
+    /// CPU of PostgreSQL over the end-to-end send, per push (when it runs
+    /// on this machine): whatever else uses the database meanwhile counts.
+    pub postgres_cpu_us_per_push: Option<f64>,
+    /// CPU of RabbitMQ over the end-to-end send, per push (when it runs on
+    /// this machine).
+    pub rabbitmq_cpu_us_per_push: Option<f64>,
     pub ceiling: CeilingDetail,
     /// Peak RSS and CPU of each process over the end-to-end send.
     pub processes: Processes,
@@ -260,6 +273,8 @@ pub async fn run(args: RunArgs) -> Result<Report> {
         ceiling_cpu_us_per_push,
         mocks_cpu_us_per_push: processes.mocks_cpu_s * 1e6 / pushes,
         coordinator_cpu_us_per_device: processes.coordinator.cpu_s * 1e6 / measured.audience.max(1) as f64,
+        postgres_cpu_us_per_push: processes.postgres_cpu_s.map(|cpu_s| cpu_s * 1e6 / pushes),
+        rabbitmq_cpu_us_per_push: processes.rabbitmq_cpu_s.map(|cpu_s| cpu_s * 1e6 / pushes),
         name: name.clone(),
         audience: measured.audience,
         reachable,
@@ -328,6 +343,8 @@ struct Measured {
 struct ProcessUsage {
     clarion: [Usage; 4],
     mocks_cpu_s: f64,
+    postgres_cpu_s: Option<f64>,
+    rabbitmq_cpu_s: Option<f64>,
 }
 
 impl ProcessUsage {
@@ -335,6 +352,8 @@ impl ProcessUsage {
         let [coordinator, harvester, dispatcher_ios, dispatcher_android] = self.clarion;
         Processes {
             mocks_cpu_s: self.mocks_cpu_s,
+            postgres_cpu_s: self.postgres_cpu_s,
+            rabbitmq_cpu_s: self.rabbitmq_cpu_s,
             coordinator,
             harvester,
             dispatcher_ios,
@@ -357,6 +376,7 @@ async fn measure(
 
     println!("end to end: sending");
     let mocks_cpu_before = own_threads_cpu_s(MOCK_THREAD_PREFIX);
+    let services_before = services_cpu_s();
     let sent = Instant::now();
     let ids = send_per_app(cluster, args, "90in2").await?;
     let expected = args.audience.devices * u64::from(args.apps);
@@ -387,9 +407,13 @@ async fn measure(
         cluster.dispatchers.first().and_then(|d| d.pid()),
         cluster.dispatchers.get(1).and_then(|d| d.pid()),
     ];
+    let services_after = services_cpu_s();
+    let used = |before: Option<f64>, after: Option<f64>| Some(after? - before?);
     let processes = ProcessUsage {
         clarion: pids.map(|pid| pid.and_then(usage).unwrap_or_default()),
         mocks_cpu_s: own_threads_cpu_s(MOCK_THREAD_PREFIX) - mocks_cpu_before,
+        postgres_cpu_s: used(services_before.0, services_after.0),
+        rabbitmq_cpu_s: used(services_before.1, services_after.1),
     };
 
     let dispatcher_alone = if args.skip_dispatcher_phase {
@@ -424,6 +448,11 @@ async fn measure(
         payloads_prepared,
         batches_delivered,
     })
+}
+
+/// CPU seconds so far of PostgreSQL and of RabbitMQ, when they run here.
+fn services_cpu_s() -> (Option<f64>, Option<f64>) {
+    (processes_cpu_s(&["postgres"]), processes_cpu_s(&["beam.smp"]))
 }
 
 /// Sends one notification to `breaking/uk` per app, at once; with
@@ -666,6 +695,11 @@ fn print_table(report: &Report) {
         report.mocks_cpu_us_per_push,
         report.coordinator_cpu_us_per_device
     );
+    if let (Some(postgres), Some(rabbitmq)) =
+        (report.postgres_cpu_us_per_push, report.rabbitmq_cpu_us_per_push)
+    {
+        println!("  services          PostgreSQL {postgres:.1} µs, RabbitMQ {rabbitmq:.1} µs a push");
+    }
     if let (Some(payloads), Some(batches)) = (report.payloads_prepared, report.batches_delivered) {
         println!("  payloads built    {payloads} for {batches} batches");
     }
