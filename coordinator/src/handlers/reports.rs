@@ -3,12 +3,15 @@
 //!
 //! Delivery reports (one per token batch: thousands a second in a big send)
 //! go to a [`ReportWriter`] that counts every report waiting in one
-//! transaction and acks each only after that transaction commits. While one
-//! write runs the next reports gather, so a busy queue costs one commit per
-//! many reports and a quiet one still gets each report written at once.
+//! transaction and acks each only after that transaction commits. Reports
+//! gather for [`GATHER_FOR`] after the first one of a write arrives (and
+//! while the previous write runs), so a send's steady trickle of reports —
+//! a few dozen a second — costs a few commits a second, not one each.
 //! Job reports (one per shard job) are counted one by one as they come. A
 //! delivery report no dispatcher would send is parked in the dead-letter
 //! queue at once, which fails its notification.
+
+use std::time::Duration;
 
 use clarion_proto::codec::decode;
 use clarion_proto::names::{headers, message_types};
@@ -30,6 +33,10 @@ use crate::store::StoreError;
 /// Most delivery reports counted in one transaction. The consumer's
 /// prefetch bounds it too: reports are acked only once written.
 const MAX_REPORTS_PER_WRITE: usize = 512;
+/// How long the writer lets reports gather after the first of a write: the
+/// most a report's count (and its ack) waits for company. Progress is read
+/// every second at most, so a tenth of one is not seen.
+const GATHER_FOR: Duration = Duration::from_millis(100);
 
 #[derive(Clone)]
 pub struct ReportHandler {
@@ -170,9 +177,23 @@ impl ReportWriter {
 async fn write_reports(mut waiting: mpsc::Receiver<Pending>, pool: PgPool, valve: Valve) {
     let mut batch = Vec::with_capacity(MAX_REPORTS_PER_WRITE);
     while waiting.recv_many(&mut batch, MAX_REPORTS_PER_WRITE).await > 0 {
+        gather(&mut waiting, &mut batch, MAX_REPORTS_PER_WRITE, GATHER_FOR).await;
         write_batch(&pool, valve, std::mem::take(&mut batch))
             .instrument(tracing::info_span!("record delivery reports"))
             .await;
+    }
+}
+
+/// Adds to `batch` what arrives within `window` (from now), up to `most`
+/// in all; returns early when the batch is full or the channel closed.
+async fn gather<T>(waiting: &mut mpsc::Receiver<T>, batch: &mut Vec<T>, most: usize, window: Duration) {
+    let until = tokio::time::Instant::now() + window;
+    while batch.len() < most {
+        let room = most - batch.len();
+        match tokio::time::timeout_at(until, waiting.recv_many(batch, room)).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
     }
 }
 
@@ -248,6 +269,49 @@ mod tests {
                 .map(|&(after_ms, count)| AcceptBucket { after_ms, count })
                 .collect(),
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reports_gather_for_the_window_then_are_written_together() {
+        let (queue, mut waiting) = mpsc::channel(8);
+        let mut batch = vec![0];
+        let sender = tokio::spawn(async move {
+            for n in 1..=3 {
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                queue.send(n).await.expect("the writer waits");
+            }
+            // After the window: left for the next write.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            queue.send(4).await.expect("the writer waits");
+        });
+        let started = tokio::time::Instant::now();
+        gather(&mut waiting, &mut batch, 8, Duration::from_millis(100)).await;
+        assert_eq!(batch, [0, 1, 2, 3]);
+        assert_eq!(started.elapsed(), Duration::from_millis(100));
+        sender.await.expect("the sender ends");
+        assert_eq!(waiting.recv().await, Some(4));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_batch_or_a_closed_queue_ends_the_gathering_at_once() {
+        let (queue, mut waiting) = mpsc::channel(8);
+        for n in 1..=5 {
+            queue.send(n).await.expect("room");
+        }
+        let mut batch = vec![0];
+        let started = tokio::time::Instant::now();
+        gather(&mut waiting, &mut batch, 3, Duration::from_secs(60)).await;
+        assert_eq!(
+            (batch.as_slice(), started.elapsed()),
+            (&[0, 1, 2][..], Duration::ZERO)
+        );
+        drop(queue);
+        let mut rest = Vec::new();
+        gather(&mut waiting, &mut rest, 8, Duration::from_secs(60)).await;
+        assert_eq!(
+            (rest.as_slice(), started.elapsed()),
+            (&[3, 4, 5][..], Duration::ZERO)
+        );
     }
 
     #[test]
