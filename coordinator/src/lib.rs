@@ -221,7 +221,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
                 prefetch: settings.reports_prefetch,
                 name: "coordinator-reports".into(),
             },
-            ReportHandler::start(pool.clone(), settings.valve()),
+            ReportHandler::start(pool.clone(), settings.valve(), settings.reports_prefetch),
         ),
         dead_letters: QueueConsumer::start_pool(
             1,

@@ -29,10 +29,16 @@ const MAX_CACHED_TOPICS: usize = 10_000;
 /// A topic not asked for in this long is no longer refreshed on schedule.
 const KEEP_WARM_FOR: Duration = Duration::from_secs(600);
 /// A scheduled refresh waits at least this many times as long as the last
-/// count of its topic took: keeping one topic warm costs at most 1% of a
-/// database core (a 10M-subscriber topic counted in 1.5 s is refreshed
-/// every 150 s, not every few seconds in the middle of its own send).
+/// count of its topic took (from asking for a connection to the answer):
+/// one topic's scheduled counts run at most 1% of the time, on however
+/// many processes PostgreSQL gives a count (a 10M-subscriber topic counted
+/// in 1.5 s is refreshed every 150 s, not every few seconds in the middle
+/// of its own send) — but never less often than [`LONGEST_REFRESH`].
 const REFRESH_COST_RATIO: u32 = 100;
+/// The longest a warm topic goes without a scheduled count, however slow
+/// its last one was (one slow count on a busy database must not leave a
+/// count to plan with from many minutes ago).
+const LONGEST_REFRESH: Duration = Duration::from_secs(300);
 
 /// Why no count could be produced.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -72,7 +78,8 @@ impl CachedCounts {
     /// When the schedule re-counts this topic: `refresh_every` after the
     /// last count, or later when counting it is expensive.
     fn refresh_due(&self, refresh_every: Duration) -> bool {
-        self.fetched_at.elapsed() >= refresh_every.max(self.took * REFRESH_COST_RATIO)
+        let wait = (self.took * REFRESH_COST_RATIO).min(LONGEST_REFRESH);
+        self.fetched_at.elapsed() >= refresh_every.max(wait)
     }
 }
 
@@ -245,5 +252,13 @@ mod tests {
         assert!(!counted(Duration::from_secs(6), took).refresh_due(every));
         assert!(!counted(Duration::from_secs(149), took).refresh_due(every));
         assert!(counted(Duration::from_secs(151), took).refresh_due(every));
+    }
+
+    #[test]
+    fn even_a_very_slow_count_is_refreshed_within_five_minutes() {
+        let every = Duration::from_secs(5);
+        let took = Duration::from_secs(10);
+        assert!(!counted(Duration::from_secs(299), took).refresh_due(every));
+        assert!(counted(Duration::from_secs(301), took).refresh_due(every));
     }
 }

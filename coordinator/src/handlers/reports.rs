@@ -3,10 +3,12 @@
 //!
 //! Delivery reports (one per token batch: thousands a second in a big send)
 //! go to a [`ReportWriter`] that counts every report waiting in one
-//! transaction and acks each only after that transaction commits. Reports
-//! gather for [`GATHER_FOR`] after the first one of a write arrives (and
-//! while the previous write runs), so a send's steady trickle of reports —
-//! a few dozen a second — costs a few commits a second, not one each.
+//! transaction and acks each only after that transaction commits. When the
+//! writer was idle, reports gather for [`GATHER_FOR`] after the first one
+//! (or until the consumer's prefetch is all in hand), so a send's steady
+//! trickle of reports — a few dozen a second — costs a few commits a
+//! second, not one each; after a write that took longer, what queued
+//! meanwhile is written at once.
 //! Job reports (one per shard job) are counted one by one as they come. A
 //! delivery report no dispatcher would send is parked in the dead-letter
 //! queue at once, which fails its notification.
@@ -33,9 +35,9 @@ use crate::store::StoreError;
 /// Most delivery reports counted in one transaction. The consumer's
 /// prefetch bounds it too: reports are acked only once written.
 const MAX_REPORTS_PER_WRITE: usize = 512;
-/// How long the writer lets reports gather after the first of a write: the
-/// most a report's count (and its ack) waits for company. Progress is read
-/// every second at most, so a tenth of one is not seen.
+/// How long an idle writer lets reports gather after the first: the most a
+/// report's count (and its ack) waits for company. Progress is read every
+/// second at most, so a tenth of one is not seen.
 const GATHER_FOR: Duration = Duration::from_millis(100);
 
 #[derive(Clone)]
@@ -47,9 +49,10 @@ pub struct ReportHandler {
 }
 
 impl ReportHandler {
-    /// A handler and its writer, started on the current arbiter.
-    pub fn start(pool: PgPool, valve: Valve) -> Self {
-        let writer = ReportWriter::start(pool.clone(), valve);
+    /// A handler and its writer, started on the current arbiter;
+    /// `prefetch`: the reports consumer's (no more can be in hand at once).
+    pub fn start(pool: PgPool, valve: Valve, prefetch: u16) -> Self {
+        let writer = ReportWriter::start(pool.clone(), valve, prefetch);
         Self { pool, valve, writer }
     }
 }
@@ -151,7 +154,7 @@ struct Pending {
 }
 
 /// Counts delivery reports in batches: one transaction for every report
-/// waiting when the previous write ends.
+/// waiting when the previous write ends, gathered for a while when few are.
 #[derive(Clone)]
 pub struct ReportWriter {
     queue: mpsc::Sender<Pending>,
@@ -159,9 +162,12 @@ pub struct ReportWriter {
 
 impl ReportWriter {
     /// Starts the writer's task on the current arbiter.
-    pub fn start(pool: PgPool, valve: Valve) -> Self {
+    pub fn start(pool: PgPool, valve: Valve, prefetch: u16) -> Self {
         let (queue, waiting) = mpsc::channel(MAX_REPORTS_PER_WRITE);
-        actix::spawn(write_reports(waiting, pool, valve));
+        // Gathering past what the broker lets the consumer hold would only
+        // wait out the window.
+        let most = MAX_REPORTS_PER_WRITE.min(usize::from(prefetch.max(1)));
+        actix::spawn(write_reports(waiting, pool, valve, most));
         Self { queue }
     }
 
@@ -174,13 +180,19 @@ impl ReportWriter {
     }
 }
 
-async fn write_reports(mut waiting: mpsc::Receiver<Pending>, pool: PgPool, valve: Valve) {
-    let mut batch = Vec::with_capacity(MAX_REPORTS_PER_WRITE);
-    while waiting.recv_many(&mut batch, MAX_REPORTS_PER_WRITE).await > 0 {
-        gather(&mut waiting, &mut batch, MAX_REPORTS_PER_WRITE, GATHER_FOR).await;
+async fn write_reports(mut waiting: mpsc::Receiver<Pending>, pool: PgPool, valve: Valve, most: usize) {
+    let mut batch = Vec::with_capacity(most);
+    let mut last_write = Duration::ZERO;
+    while waiting.recv_many(&mut batch, most).await > 0 {
+        // After a long write the reports in hand have waited long enough.
+        if last_write < GATHER_FOR {
+            gather(&mut waiting, &mut batch, most, GATHER_FOR).await;
+        }
+        let started = tokio::time::Instant::now();
         write_batch(&pool, valve, std::mem::take(&mut batch))
             .instrument(tracing::info_span!("record delivery reports"))
             .await;
+        last_write = started.elapsed();
     }
 }
 

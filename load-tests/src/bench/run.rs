@@ -408,7 +408,9 @@ async fn measure(
         cluster.dispatchers.get(1).and_then(|d| d.pid()),
     ];
     let services_after = services_cpu_s();
-    let used = |before: Option<f64>, after: Option<f64>| Some(after? - before?);
+    // None, not a negative figure, when a process reaped elsewhere (not by
+    // the postmaster) took its CPU out of the second reading.
+    let used = |before: Option<f64>, after: Option<f64>| Some(after? - before?).filter(|cpu_s| *cpu_s >= 0.0);
     let processes = ProcessUsage {
         clarion: pids.map(|pid| pid.and_then(usage).unwrap_or_default()),
         mocks_cpu_s: own_threads_cpu_s(MOCK_THREAD_PREFIX) - mocks_cpu_before,
