@@ -88,16 +88,20 @@ fn stat_cpu_ticks(stat: &str) -> Option<f64> {
 /// utime + stime + cutime + cstime of a `stat` line: the process's own CPU
 /// and that of the children it has waited for.
 fn stat_cpu_ticks_with_children(stat: &str) -> Option<f64> {
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let fields = stat_fields_after_name(stat)?;
     (11..=14).map(|i| fields.get(i)?.parse::<f64>().ok()).sum()
 }
 
 /// utime and stime of a `stat` line.
 fn stat_user_system_ticks(stat: &str) -> Option<(f64, f64)> {
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let fields = stat_fields_after_name(stat)?;
     Some((fields.get(11)?.parse().ok()?, fields.get(12)?.parse().ok()?))
+}
+
+/// The fields of a `stat` line after the parenthesised name (which may
+/// itself hold spaces and parentheses), the state first.
+fn stat_fields_after_name(stat: &str) -> Option<Vec<&str>> {
+    Some(stat[stat.rfind(')')? + 2..].split_whitespace().collect())
 }
 
 fn clock_ticks_per_second() -> f64 {

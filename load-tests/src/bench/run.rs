@@ -376,7 +376,7 @@ async fn measure(
 
     println!("end to end: sending");
     let mocks_cpu_before = own_threads_cpu_s(MOCK_THREAD_PREFIX);
-    let services_before = services_cpu_s();
+    let services_before = ServicesCpu::read();
     let sent = Instant::now();
     let ids = send_per_app(cluster, args, "90in2").await?;
     let expected = args.audience.devices * u64::from(args.apps);
@@ -407,15 +407,12 @@ async fn measure(
         cluster.dispatchers.first().and_then(|d| d.pid()),
         cluster.dispatchers.get(1).and_then(|d| d.pid()),
     ];
-    let services_after = services_cpu_s();
-    // None, not a negative figure, when a process reaped elsewhere (not by
-    // the postmaster) took its CPU out of the second reading.
-    let used = |before: Option<f64>, after: Option<f64>| Some(after? - before?).filter(|cpu_s| *cpu_s >= 0.0);
+    let services_used = ServicesCpu::read().since(services_before);
     let processes = ProcessUsage {
         clarion: pids.map(|pid| pid.and_then(usage).unwrap_or_default()),
         mocks_cpu_s: own_threads_cpu_s(MOCK_THREAD_PREFIX) - mocks_cpu_before,
-        postgres_cpu_s: used(services_before.0, services_after.0),
-        rabbitmq_cpu_s: used(services_before.1, services_after.1),
+        postgres_cpu_s: services_used.postgres_s,
+        rabbitmq_cpu_s: services_used.rabbitmq_s,
     };
 
     let dispatcher_alone = if args.skip_dispatcher_phase {
@@ -452,9 +449,33 @@ async fn measure(
     })
 }
 
-/// CPU seconds so far of PostgreSQL and of RabbitMQ, when they run here.
-fn services_cpu_s() -> (Option<f64>, Option<f64>) {
-    (processes_cpu_s(&["postgres"]), processes_cpu_s(&["beam.smp"]))
+/// CPU seconds of PostgreSQL and of RabbitMQ (each `None` when it does not
+/// run on this machine).
+#[derive(Debug, Clone, Copy)]
+struct ServicesCpu {
+    postgres_s: Option<f64>,
+    rabbitmq_s: Option<f64>,
+}
+
+impl ServicesCpu {
+    /// What they have used so far.
+    fn read() -> Self {
+        Self {
+            postgres_s: processes_cpu_s(&["postgres"]),
+            rabbitmq_s: processes_cpu_s(&["beam.smp"]),
+        }
+    }
+
+    /// What they used since `before`: `None`, not a negative figure, when a
+    /// process reaped elsewhere (not by the postmaster) took its CPU out of
+    /// this reading.
+    fn since(self, before: Self) -> Self {
+        let used = |now: Option<f64>, then: Option<f64>| Some(now? - then?).filter(|cpu_s| *cpu_s >= 0.0);
+        Self {
+            postgres_s: used(self.postgres_s, before.postgres_s),
+            rabbitmq_s: used(self.rabbitmq_s, before.rabbitmq_s),
+        }
+    }
 }
 
 /// Sends one notification to `breaking/uk` per app, at once; with
