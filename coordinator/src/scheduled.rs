@@ -74,9 +74,13 @@ pub enum Fired {
     Failed { id: Uuid, reason: String },
 }
 
-/// Fires the scheduled notification due first, if any (one transaction).
+/// Fires the scheduled notification due first, if any (one transaction,
+/// taken only when one is due).
 pub async fn fire_next(sending: Sending<'_>) -> Result<Option<Fired>, PlanError> {
     let mut conn = sending.pool.get().await.map_err(DbError::from)?;
+    if !scheduled::any_due(&*conn).await? {
+        return Ok(None);
+    }
     let tx = conn.transaction().await?;
     let Some(due) = scheduled::claim_due(&tx).await? else {
         return Ok(None);

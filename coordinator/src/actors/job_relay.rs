@@ -10,7 +10,8 @@
 //! release. So the queues after the relay stay shallow and a breaking
 //! alert's jobs are published ahead of the rest of a briefing's.
 //!
-//! A round claims the chosen jobs (row-locked with `SKIP LOCKED`, under a
+//! A round first looks without a transaction (one statement) and, when the
+//! budget has room, claims the chosen jobs (row-locked with `SKIP LOCKED`, under a
 //! transaction-scoped advisory lock, so the relays of several coordinator
 //! replicas never publish the same job nor spend the same budget at once),
 //! publishes them and marks them published once all are confirmed, in the
@@ -37,12 +38,15 @@ use clarion_proto::{Names, ShardJob, WireVersion};
 use clarion_runtime::amqp::publisher::{PublishError, Publisher};
 use clarion_runtime::db::DbError;
 use clarion_runtime::{BrokerLink, PgPool};
+use tokio_postgres::GenericClient;
 use tracing::{Instrument, info, warn};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::Stop;
 use crate::lanes::Lane;
-use crate::scheduling::{Budget, InFlight, PerPlatform, RateMeter, Room, next_release, total_outstanding};
+use crate::scheduling::{
+    Budget, InFlight, PerPlatform, RateMeter, Release, Room, next_release, total_outstanding,
+};
 use crate::store::StoreError;
 use crate::store::outbox::{self, WaitingJob};
 
@@ -253,26 +257,23 @@ impl Round {
 
     /// Releases the next jobs the schedule picks; returns how many (`None`:
     /// nothing waits, no room, or another replica's relay is choosing).
+    ///
+    /// It looks first without a transaction: most rounds of a send find no
+    /// room (they run every [`POLL`] while reports trickle in), and such a
+    /// look is one statement instead of a locked transaction of three. Only
+    /// when something could be released does it take the scheduling lock
+    /// and choose again under it, so two replicas never spend one budget.
     async fn release_next(&mut self) -> Result<Option<usize>, RelayError> {
-        let mut conn = self.pool.get().await.map_err(DbError::from)?;
+        let mut conn = self.pool.get_owned().await.map_err(DbError::from)?;
+        if self.choose(&*conn).await?.is_none() {
+            return Ok(None);
+        }
         let tx = conn.transaction().await?;
         if !outbox::try_lock_scheduling(&tx).await? {
             self.last_waiting = 1;
             return Ok(None);
         }
-        let in_flight = outbox::in_flight(&tx).await?;
-        let now = Instant::now();
-        let outstanding = total_outstanding(&in_flight, self.scheduling.tokens_per_job);
-        self.meter.observe(now, &in_flight, outstanding);
-        let rate = self.meter.rate(now);
-        let room = Room {
-            budget: self.scheduling.budget.tokens(rate),
-            stalled: self.meter.stalled(now),
-        };
-        self.last_waiting = in_flight.iter().map(|n| u64::from(n.jobs_waiting)).sum();
-        record_schedule(&in_flight, outstanding, room, rate);
-        let Some(release) = next_release(&in_flight, room, self.scheduling.tokens_per_job, CLAIM_LIMIT)
-        else {
+        let Some(release) = self.choose(&tx).await? else {
             return Ok(None);
         };
         let jobs = outbox::claim_waiting(&tx, release.notification_id, i64::from(release.jobs)).await?;
@@ -288,6 +289,28 @@ impl Round {
         metrics::counter!("clarion_coordinator_jobs_published_total", "lane" => release.lane.as_str())
             .increment(jobs.len() as u64);
         Ok(Some(jobs.len()))
+    }
+
+    /// Reads the notifications in flight, measures the rate from them and
+    /// picks what the budget has room for.
+    async fn choose(&mut self, client: &impl GenericClient) -> Result<Option<Release>, RelayError> {
+        let in_flight = outbox::in_flight(client).await?;
+        let now = Instant::now();
+        let outstanding = total_outstanding(&in_flight, self.scheduling.tokens_per_job);
+        self.meter.observe(now, &in_flight, outstanding);
+        let rate = self.meter.rate(now);
+        let room = Room {
+            budget: self.scheduling.budget.tokens(rate),
+            stalled: self.meter.stalled(now),
+        };
+        self.last_waiting = in_flight.iter().map(|n| u64::from(n.jobs_waiting)).sum();
+        record_schedule(&in_flight, outstanding, room, rate);
+        Ok(next_release(
+            &in_flight,
+            room,
+            self.scheduling.tokens_per_job,
+            CLAIM_LIMIT,
+        ))
     }
 
     /// Publishes one notification's claimed jobs, in a span of its trace.

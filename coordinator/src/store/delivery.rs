@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use clarion_proto::platform::segment;
 use clarion_proto::{DeliveryCounts, DeliveryReport, Platform};
+use tokio_postgres::types::Type;
 use tokio_postgres::{GenericClient, Transaction};
 use uuid::Uuid;
 
@@ -27,9 +28,9 @@ pub async fn count_batches(
     ids.sort_unstable();
     ids.dedup();
     let known: HashSet<Uuid> = tx
-        .query(
+        .query_typed(
             "SELECT id FROM notifications WHERE id = ANY($1) ORDER BY id FOR UPDATE",
-            &[&ids],
+            &[(&ids, Type::UUID_ARRAY)],
         )
         .await?
         .iter()
@@ -90,8 +91,9 @@ async fn insert_batches(
         .collect();
     let first: Vec<Option<DateTime<Utc>>> = reports.iter().map(|r| r.first_accept_at).collect();
     let last: Vec<Option<DateTime<Utc>>> = reports.iter().map(|r| r.last_accept_at).collect();
+    let ints = Type::INT4_ARRAY;
     let rows = tx
-        .query(
+        .query_typed(
             "INSERT INTO delivery_batches (notification_id, job_index, seq, platform, sent, failed, invalid,
                                            unregistered, expired, dry_run, cancelled, first_accept_at, last_accept_at,
                                            segment, held_back)
@@ -101,21 +103,21 @@ async fn insert_batches(
              ON CONFLICT DO NOTHING
              RETURNING notification_id, job_index, seq",
             &[
-                &ids,
-                &column(&|r| n(r.batch_id.job_index)),
-                &column(&|r| n(r.batch_id.seq)),
-                &platforms,
-                &column(&|r| n(r.counts.sent)),
-                &column(&|r| n(r.counts.failed)),
-                &column(&|r| n(r.counts.invalid)),
-                &column(&|r| n(r.counts.unregistered)),
-                &column(&|r| n(r.counts.expired)),
-                &column(&|r| n(r.counts.dry_run)),
-                &column(&|r| n(r.counts.cancelled)),
-                &first,
-                &last,
-                &segments,
-                &column(&|r| n(r.counts.held_back)),
+                (&ids, Type::UUID_ARRAY),
+                (&column(&|r| n(r.batch_id.job_index)), ints.clone()),
+                (&column(&|r| n(r.batch_id.seq)), ints.clone()),
+                (&platforms, Type::TEXT_ARRAY),
+                (&column(&|r| n(r.counts.sent)), ints.clone()),
+                (&column(&|r| n(r.counts.failed)), ints.clone()),
+                (&column(&|r| n(r.counts.invalid)), ints.clone()),
+                (&column(&|r| n(r.counts.unregistered)), ints.clone()),
+                (&column(&|r| n(r.counts.expired)), ints.clone()),
+                (&column(&|r| n(r.counts.dry_run)), ints.clone()),
+                (&column(&|r| n(r.counts.cancelled)), ints.clone()),
+                (&first, Type::TIMESTAMPTZ_ARRAY),
+                (&last, Type::TIMESTAMPTZ_ARRAY),
+                (&segments, Type::TEXT_ARRAY),
+                (&column(&|r| n(r.counts.held_back)), ints),
             ],
         )
         .await?;
@@ -137,7 +139,7 @@ async fn add_counts(
 ) -> Result<(), StoreError> {
     for ((id, platform), c) in totals {
         let p = platform.as_str();
-        tx.execute(
+        tx.execute_typed(
             &format!(
                 "UPDATE notifications
                     SET sent_{p} = sent_{p} + $2, failed_{p} = failed_{p} + $3, invalid_{p} = invalid_{p} + $4,
@@ -148,16 +150,16 @@ async fn add_counts(
                   WHERE id = $1"
             ),
             &[
-                id,
-                &c.sent,
-                &c.failed,
-                &c.invalid,
-                &c.unregistered,
-                &c.expired,
-                &c.dry_run,
-                &c.cancelled,
-                &c.held_back,
-                &c.batches,
+                (id, Type::UUID),
+                (&c.sent, Type::INT8),
+                (&c.failed, Type::INT8),
+                (&c.invalid, Type::INT8),
+                (&c.unregistered, Type::INT8),
+                (&c.expired, Type::INT8),
+                (&c.dry_run, Type::INT8),
+                (&c.cancelled, Type::INT8),
+                (&c.held_back, Type::INT8),
+                (&c.batches, Type::INT8),
             ],
         )
         .await?;
@@ -173,12 +175,16 @@ async fn add_accepts(tx: &Transaction<'_>, accepts: &HashMap<(Uuid, u32), u64>) 
     let ids: Vec<Uuid> = accepts.keys().map(|(id, _)| *id).collect();
     let after: Vec<i32> = accepts.keys().map(|(_, after)| *after as i32).collect();
     let counts: Vec<i64> = accepts.values().map(|&count| count as i64).collect();
-    tx.execute(
+    tx.execute_typed(
         "INSERT INTO notification_accepts (notification_id, after_ms, accepted)
          SELECT * FROM unnest($1::uuid[], $2::integer[], $3::bigint[])
          ON CONFLICT (notification_id, after_ms)
          DO UPDATE SET accepted = notification_accepts.accepted + EXCLUDED.accepted",
-        &[&ids, &after, &counts],
+        &[
+            (&ids, Type::UUID_ARRAY),
+            (&after, Type::INT4_ARRAY),
+            (&counts, Type::INT8_ARRAY),
+        ],
     )
     .await?;
     Ok(())
@@ -308,13 +314,13 @@ pub struct Finished {
 /// The notification's figures if it is finished and not completed yet.
 pub async fn finished(tx: &Transaction<'_>, id: Uuid) -> Result<Option<Finished>, StoreError> {
     let row = tx
-        .query_opt(
+        .query_typed_opt(
             "SELECT coalesce(fired_at, created_at) AS sent_at, audience_ios + audience_android AS audience, invalid_ios + invalid_android AS invalid,
                     unregistered_ios + unregistered_android AS unregistered
                FROM notifications
               WHERE id = $1 AND invalid_decision IS NULL AND jobs_planned > 0
                 AND jobs_done + jobs_failed >= jobs_planned AND batches_reported >= batches_expected",
-            &[&id],
+            &[(&id, Type::UUID)],
         )
         .await?;
     let count = |row: &tokio_postgres::Row, name: &str| row.get::<_, i64>(name).max(0) as u64;

@@ -6,6 +6,7 @@ use clarion_proto::{JobOutcome, JobReport, Notification};
 use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::Type;
 use tokio_postgres::{GenericClient, Row, Transaction};
 use uuid::Uuid;
 
@@ -260,17 +261,17 @@ pub async fn count_job(tx: &Transaction<'_>, report: &JobReport) -> Result<Count
         JobOutcome::Failed { reason } => ("failed", 0, 0, 0, Some(reason.as_str())),
     };
     let inserted = tx
-        .execute(
+        .execute_typed(
             "INSERT INTO notification_jobs (notification_id, job_index, outcome, ios, android, batches, detail)
              VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
             &[
-                &report.notification_id,
-                &(report.job_index as i32),
-                &outcome,
-                &ios,
-                &android,
-                &batches,
-                &detail,
+                (&report.notification_id, Type::UUID),
+                (&(report.job_index as i32), Type::INT4),
+                (&outcome, Type::TEXT),
+                (&ios, Type::INT8),
+                (&android, Type::INT8),
+                (&batches, Type::INT4),
+                (&detail, Type::TEXT),
             ],
         )
         .await;
@@ -283,24 +284,24 @@ pub async fn count_job(tx: &Transaction<'_>, report: &JobReport) -> Result<Count
         Err(err) => return Err(err.into()),
     }
     let failed = i32::from(outcome == "failed");
-    tx.execute(
+    tx.execute_typed(
         "UPDATE notifications
             SET jobs_done = jobs_done + $2, jobs_failed = jobs_failed + $3,
                 audience_ios = audience_ios + $4, audience_android = audience_android + $5,
                 batches_expected = batches_expected + $6, updated_at = now()
           WHERE id = $1",
         &[
-            &report.notification_id,
-            &(1 - failed),
-            &failed,
-            &ios,
-            &android,
-            &i64::from(batches),
+            (&report.notification_id, Type::UUID),
+            (&(1 - failed), Type::INT4),
+            (&failed, Type::INT4),
+            (&ios, Type::INT8),
+            (&android, Type::INT8),
+            (&i64::from(batches), Type::INT8),
         ],
     )
     .await?;
     // Counters first, then the status they imply (both in this transaction).
-    tx.execute(
+    tx.execute_typed(
         "UPDATE notifications
             SET status = CASE
                   WHEN status IN ('complete', 'failed', 'cancelled') THEN status
@@ -309,7 +310,7 @@ pub async fn count_job(tx: &Transaction<'_>, report: &JobReport) -> Result<Count
                   ELSE status
                 END
           WHERE id = $1",
-        &[&report.notification_id],
+        &[(&report.notification_id, Type::UUID)],
     )
     .await?;
     Ok(Counted::Now)

@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use clarion_proto::{Notification, ShardRange};
+use tokio_postgres::types::Type;
 use tokio_postgres::{GenericClient, Row, Transaction};
 use uuid::Uuid;
 
@@ -51,7 +52,10 @@ const SCHEDULING_LOCK_KEY: i64 = 0x436c_6172_5265_6c61;
 /// relay holds it (it is releasing right now).
 pub async fn try_lock_scheduling(tx: &Transaction<'_>) -> Result<bool, StoreError> {
     let row = tx
-        .query_one("SELECT pg_try_advisory_xact_lock($1)", &[&SCHEDULING_LOCK_KEY])
+        .query_typed_one(
+            "SELECT pg_try_advisory_xact_lock($1)",
+            &[(&SCHEDULING_LOCK_KEY, Type::INT8)],
+        )
         .await?;
     Ok(row.get(0))
 }
@@ -59,7 +63,7 @@ pub async fn try_lock_scheduling(tx: &Transaction<'_>) -> Result<bool, StoreErro
 /// The notifications in flight with what scheduling needs to know of them.
 pub async fn in_flight(client: &impl GenericClient) -> Result<Vec<InFlight>, StoreError> {
     let rows = client
-        .query(
+        .query_typed(
             "SELECT n.id, n.lane, coalesce(n.fired_at, n.created_at) AS sent_at, n.jobs_planned, n.jobs_done + n.jobs_failed AS jobs_reported,
                     n.audience_estimate, n.audience_ios, n.audience_android,
                     n.sent_ios + n.failed_ios + n.invalid_ios + n.unregistered_ios + n.expired_ios
@@ -117,7 +121,7 @@ pub async fn claim_waiting(
     limit: i64,
 ) -> Result<Vec<WaitingJob>, StoreError> {
     let rows = tx
-        .query(
+        .query_typed(
             "SELECT o.notification_id, o.job_index, o.shard_start, o.shard_end,
                     n.jobs_planned, coalesce(n.fired_at, n.created_at) AS sent_at, n.payload, n.trace_context
                FROM job_outbox o
@@ -128,7 +132,7 @@ pub async fn claim_waiting(
            ORDER BY o.job_index
               LIMIT $2
                 FOR UPDATE OF o SKIP LOCKED",
-            &[&notification_id, &limit],
+            &[(&notification_id, Type::UUID), (&limit, Type::INT8)],
         )
         .await?;
     rows.iter().map(waiting_job).collect()
@@ -162,11 +166,11 @@ fn waiting_job(row: &Row) -> Result<WaitingJob, StoreError> {
 pub async fn mark_published(tx: &Transaction<'_>, jobs: &[WaitingJob]) -> Result<(), StoreError> {
     let ids: Vec<Uuid> = jobs.iter().map(|job| job.notification_id).collect();
     let indexes: Vec<i32> = jobs.iter().map(|job| job.job_index as i32).collect();
-    tx.execute(
+    tx.execute_typed(
         "UPDATE job_outbox o SET published_at = now()
            FROM unnest($1::uuid[], $2::integer[]) AS done (notification_id, job_index)
           WHERE o.notification_id = done.notification_id AND o.job_index = done.job_index",
-        &[&ids, &indexes],
+        &[(&ids, Type::UUID_ARRAY), (&indexes, Type::INT4_ARRAY)],
     )
     .await?;
     Ok(())

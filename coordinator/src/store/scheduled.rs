@@ -5,7 +5,7 @@
 
 use chrono::{DateTime, Utc};
 use clarion_proto::Notification;
-use tokio_postgres::Transaction;
+use tokio_postgres::{GenericClient, Transaction};
 use uuid::Uuid;
 
 use super::StoreError;
@@ -21,6 +21,19 @@ pub struct Due {
     /// The W3C trace headers of the send that scheduled it (empty when
     /// untraced or unreadable: they only join the firing to its trace).
     pub trace_context: Vec<(String, String)>,
+}
+
+/// Whether a scheduled notification is due: a look without locking
+/// anything, so a scheduler with nothing to fire spends one statement, not
+/// a transaction.
+pub async fn any_due(client: &impl GenericClient) -> Result<bool, StoreError> {
+    let row = client
+        .query_typed_one(
+            "SELECT EXISTS (SELECT 1 FROM notifications WHERE status = 'scheduled' AND send_at <= now())",
+            &[],
+        )
+        .await?;
+    Ok(row.get(0))
 }
 
 /// Claims the scheduled notification due first, row-locked for the rest of
