@@ -10,8 +10,9 @@
 //! release. So the queues after the relay stay shallow and a breaking
 //! alert's jobs are published ahead of the rest of a briefing's.
 //!
-//! A round first looks without a transaction (one statement) and, when the
-//! budget has room, claims the chosen jobs (row-locked with `SKIP LOCKED`, under a
+//! Each release first looks without a transaction (one statement) and,
+//! when the budget has room, chooses again under the lock below and claims
+//! the chosen jobs (row-locked with `SKIP LOCKED`, under a
 //! transaction-scoped advisory lock, so the relays of several coordinator
 //! replicas never publish the same job nor spend the same budget at once),
 //! publishes them and marks them published once all are confirmed, in the

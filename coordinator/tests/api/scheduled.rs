@@ -1,10 +1,12 @@
 //! Scheduled sends: `send_at` on a send, the `scheduled` status, cancel and
-//! replace (`PUT`) before the time, firing on time — after a restart too —
-//! and exactly once with two replicas on one database.
+//! replace (`PUT`) before the time, what the scheduler's look counts as
+//! due, firing on time — after a restart too — and exactly once with two
+//! replicas on one database.
 
 use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
+use clarion_coordinator::store::scheduled::any_due;
 use reqwest::{Method, Response, StatusCode};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -364,6 +366,31 @@ async fn a_scheduled_notification_fires_within_a_second_of_its_time() {
     let again = post(&app, &body(id, send_at)).await;
     assert_eq!(again.status(), StatusCode::OK);
     assert_ne!(again.json::<Value>().await.expect("json")["status"], "scheduled");
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn the_schedulers_look_sees_only_what_is_due() {
+    let mut app = TestCoordinator::start().await;
+    let sql = app.sql().await;
+    assert!(!any_due(&sql).await.expect("look"), "nothing is scheduled yet");
+    let id = schedule(&app, Utc::now() + chrono::Duration::minutes(10)).await;
+    assert!(!any_due(&sql).await.expect("look"), "due in ten minutes");
+    // With no coordinator to fire it, make it due, then cancel it.
+    app.stop_coordinator().await;
+    for (update, due) in [
+        (
+            "UPDATE notifications SET send_at = now() - interval '1 second' WHERE id = $1",
+            true,
+        ),
+        (
+            "UPDATE notifications SET status = 'cancelled' WHERE id = $1",
+            false,
+        ),
+    ] {
+        sql.execute(update, &[&id]).await.expect("update");
+        assert_eq!(any_due(&sql).await.expect("look"), due, "after {update}");
+    }
     app.stop().await;
 }
 
