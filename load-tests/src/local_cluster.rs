@@ -299,6 +299,9 @@ pub async fn delete_namespace(amqp_url: &str, namespace: &str) {
     {
         if let Ok(channel) = connection.create_channel().await {
             let _ = clarion_runtime::amqp::topology::delete(&channel, &names).await;
+            // Closed before the connection: a channel only dropped is still
+            // closing when the connection goes, and lapin logs that as an error.
+            let _ = channel.close(200, "run done".into()).await;
         }
         let _ = connection.close(200, "run done".into()).await;
     }
