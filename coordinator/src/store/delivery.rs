@@ -91,7 +91,6 @@ async fn insert_batches(
         .collect();
     let first: Vec<Option<DateTime<Utc>>> = reports.iter().map(|r| r.first_accept_at).collect();
     let last: Vec<Option<DateTime<Utc>>> = reports.iter().map(|r| r.last_accept_at).collect();
-    let ints = Type::INT4_ARRAY;
     let rows = tx
         .query_typed(
             "INSERT INTO delivery_batches (notification_id, job_index, seq, platform, sent, failed, invalid,
@@ -104,20 +103,20 @@ async fn insert_batches(
              RETURNING notification_id, job_index, seq",
             &[
                 (&ids, Type::UUID_ARRAY),
-                (&column(&|r| n(r.batch_id.job_index)), ints.clone()),
-                (&column(&|r| n(r.batch_id.seq)), ints.clone()),
+                (&column(&|r| n(r.batch_id.job_index)), Type::INT4_ARRAY),
+                (&column(&|r| n(r.batch_id.seq)), Type::INT4_ARRAY),
                 (&platforms, Type::TEXT_ARRAY),
-                (&column(&|r| n(r.counts.sent)), ints.clone()),
-                (&column(&|r| n(r.counts.failed)), ints.clone()),
-                (&column(&|r| n(r.counts.invalid)), ints.clone()),
-                (&column(&|r| n(r.counts.unregistered)), ints.clone()),
-                (&column(&|r| n(r.counts.expired)), ints.clone()),
-                (&column(&|r| n(r.counts.dry_run)), ints.clone()),
-                (&column(&|r| n(r.counts.cancelled)), ints.clone()),
+                (&column(&|r| n(r.counts.sent)), Type::INT4_ARRAY),
+                (&column(&|r| n(r.counts.failed)), Type::INT4_ARRAY),
+                (&column(&|r| n(r.counts.invalid)), Type::INT4_ARRAY),
+                (&column(&|r| n(r.counts.unregistered)), Type::INT4_ARRAY),
+                (&column(&|r| n(r.counts.expired)), Type::INT4_ARRAY),
+                (&column(&|r| n(r.counts.dry_run)), Type::INT4_ARRAY),
+                (&column(&|r| n(r.counts.cancelled)), Type::INT4_ARRAY),
                 (&first, Type::TIMESTAMPTZ_ARRAY),
                 (&last, Type::TIMESTAMPTZ_ARRAY),
                 (&segments, Type::TEXT_ARRAY),
-                (&column(&|r| n(r.counts.held_back)), ints),
+                (&column(&|r| n(r.counts.held_back)), Type::INT4_ARRAY),
             ],
         )
         .await?;
