@@ -20,13 +20,12 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
 use crate::audience::{AudienceShape, DEAD_PREFIX, Layout};
-use crate::bench::prepare_database;
 use crate::local_cluster::{DESK_KEY, LocalCluster, LocalClusterConfig, delete_namespace};
 use crate::mocks::{
     ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, OnOwnThread, apps_file_table,
     start_on_own_thread,
 };
-use crate::seed::{SeedPlan, app_id, connect, seed};
+use crate::seed::{SeedPlan, app_id, connect, prepare_database, seed};
 
 #[derive(Debug, Parser)]
 #[command(

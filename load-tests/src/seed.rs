@@ -161,6 +161,29 @@ pub fn redact(url: &str) -> String {
     }
 }
 
+/// Creates `database` (owned by the connecting role) when missing and
+/// applies Clarion's migrations to it.
+pub async fn prepare_database(url: &str) -> Result<()> {
+    let (server, name) = url
+        .rsplit_once('/')
+        .context("the database URL names no database")?;
+    let name = name.split('?').next().unwrap_or(name);
+    let admin = connect(&format!("{server}/postgres")).await?;
+    let exists = admin
+        .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
+        .await?
+        .is_some();
+    if !exists {
+        admin
+            .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+            .await?;
+    }
+    clarion_coordinator::migrations::run(url)
+        .await
+        .context("migrating the benchmark database")?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::redact;
@@ -208,7 +231,7 @@ pub struct SeedArgs {
 }
 
 pub async fn run(args: SeedArgs) -> Result<()> {
-    crate::bench::prepare_database(&args.database_url).await?;
+    prepare_database(&args.database_url).await?;
     let client = connect(&args.database_url).await?;
     let plan = SeedPlan {
         devices: args.devices,

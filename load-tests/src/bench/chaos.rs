@@ -27,7 +27,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::run::{Machine, machine};
-use super::{git_commit, prepare_database, write_json};
+use super::{git_commit, write_json};
 use crate::audience::{AudienceShape, Layout};
 use crate::blackhole::BlackHoleProxy;
 use crate::local_cluster::{DESK_KEY, Env, LocalCluster, LocalClusterConfig, Member, delete_namespace};
@@ -35,7 +35,7 @@ use crate::mocks::{
     ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, OnOwnThread, start_on_own_thread,
 };
 use crate::process::free_port;
-use crate::seed::{SeedPlan, connect, seed};
+use crate::seed::{SeedPlan, connect, prepare_database, seed};
 
 /// The test suite holds PostgreSQL and RabbitMQ while this file exists.
 const TESTS_RUNNING: &str = "/tmp/clarion-tests-running";

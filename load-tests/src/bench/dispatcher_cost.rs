@@ -171,7 +171,7 @@ async fn measure(args: &DispatcherCostArgs, platform: Platform, out_dir: &Path) 
         harvesters: 1,
         // Every job released at once: the other platform's batches, which
         // no dispatcher takes in this run, must not hold the harvest back.
-        coordinator_env: super::overtake::UNSCHEDULED
+        coordinator_env: super::run::UNSCHEDULED
             .iter()
             .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
             .collect(),

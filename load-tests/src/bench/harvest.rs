@@ -92,7 +92,7 @@ pub async fn run(args: HarvestArgs) -> Result<HarvestReport> {
             args.tokens_per_job.to_string(),
         ))
         .chain(
-            crate::bench::overtake::UNSCHEDULED
+            crate::bench::run::UNSCHEDULED
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string())),
         )

@@ -20,7 +20,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::audience::AudienceShape;
-use crate::seed::{SeedPlan, connect, seed};
+use crate::seed::{SeedPlan, connect, prepare_database, seed};
 
 /// Where a benchmark's audience lives and how it is loaded.
 #[derive(Debug, Clone, clap::Args)]
@@ -124,29 +124,6 @@ pub async fn start_mocks(
         mock.set_keeping(false);
     }
     Ok((apns, fcm))
-}
-
-/// Creates `database` (owned by the connecting role) when missing and
-/// applies Clarion's migrations to it.
-pub async fn prepare_database(url: &str) -> Result<()> {
-    let (server, name) = url
-        .rsplit_once('/')
-        .context("the database URL names no database")?;
-    let name = name.split('?').next().unwrap_or(name);
-    let admin = connect(&format!("{server}/postgres")).await?;
-    let exists = admin
-        .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
-        .await?
-        .is_some();
-    if !exists {
-        admin
-            .batch_execute(&format!("CREATE DATABASE \"{name}\""))
-            .await?;
-    }
-    clarion_coordinator::migrations::run(url)
-        .await
-        .context("migrating the benchmark database")?;
-    Ok(())
 }
 
 /// Writes `report` as pretty JSON to `path`, creating its directory.

@@ -26,7 +26,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::ceiling::{self, CeilingPlan};
-use super::run::{Machine, dispatcher_env_for, machine, parse_setting};
+use super::run::{Machine, UNSCHEDULED, dispatcher_env_for, machine, parse_setting};
 use super::{AudienceArgs, git_commit, load_audience, write_json};
 use crate::audience::{AudienceShape, Layout};
 use crate::local_cluster::{LocalCluster, LocalClusterConfig, Member, delete_namespace};
@@ -36,13 +36,6 @@ use crate::seed::connect;
 const BIG_TOPIC: &str = "breaking/uk";
 const MEDIUM_TOPIC: &str = "overtake/medium";
 const SMALL_TOPIC: &str = "overtake/small";
-/// The relay settings that switch scheduling off: ten minutes ahead and
-/// a floor no audience reaches release every job at once.
-pub const UNSCHEDULED: [(&str, &str); 2] = [
-    ("CLARION_SCHEDULE_AHEAD_MS", "600000"),
-    ("CLARION_SCHEDULE_MIN_TOKENS", "1000000000"),
-];
-
 #[derive(Debug, Clone, clap::Args)]
 pub struct OvertakeArgs {
     /// The big send's audience (`--devices`) and where it lives.

@@ -26,6 +26,13 @@ const MOCK_THREAD_PREFIX: &str = "mock-";
 /// How often the mocks' counters are read during a send.
 const POLL: Duration = Duration::from_millis(100);
 
+/// The relay settings that switch scheduling off: ten minutes ahead and
+/// a floor no audience reaches release every job at once.
+pub const UNSCHEDULED: [(&str, &str); 2] = [
+    ("CLARION_SCHEDULE_AHEAD_MS", "600000"),
+    ("CLARION_SCHEDULE_MIN_TOKENS", "1000000000"),
+];
+
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
     #[command(flatten)]
@@ -422,7 +429,7 @@ async fn measure(
         cluster.stop_dispatchers();
         // The job relay releases only a few seconds of work ahead of the
         // dispatchers' reports; this phase wants the whole audience queued.
-        for (key, value) in crate::bench::overtake::UNSCHEDULED {
+        for (key, value) in UNSCHEDULED {
             cluster.coordinator.set(key, value);
         }
         cluster.restart(Member::Coordinator).await?;
