@@ -8,8 +8,8 @@
 //! every few seconds, so scaling from 3 to 12 replicas divides each one's
 //! pace by four instead of quadrupling the fleet's. On a quota answer
 //! (`429`, FCM `QUOTA_EXCEEDED`) the pace halves, at most once a
-//! [`CUT_COOLDOWN`] (the answers to pushes already in flight are one
-//! event), and climbs back by [`CLIMB_PER_S`] of the share each second: the
+//! `CUT_COOLDOWN` (the answers to pushes already in flight are one
+//! event), and climbs back by `CLIMB_PER_S` of the share each second: the
 //! additive-increase / multiplicative-decrease that lets replicas which
 //! disagree for a moment about how many they are settle under the quota.
 //!

@@ -1,6 +1,6 @@
 //! The control API every mock serves on its own plain-HTTP port:
 //!
-//! - `GET /stats` — totals, per-status counts, duplicates, latency ([`Stats`]);
+//! - `GET /stats` — totals, per-status counts, duplicates, latency ([`Stats`](super::accounting::Stats));
 //! - `POST /lookup` `{"tokens": [...]}` — per-token push counts;
 //! - `GET` / `PUT /faults` — the fault settings ([`FaultConfig`]);
 //! - `GET /sample` — the body of the last accepted push;
