@@ -258,7 +258,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         names: names.clone(),
         max_topics_per_device: settings.max_topics_per_device,
         topic_count_max_age: settings.topic_count_max_age(),
-        openapi: api::openapi::document(settings.max_topics_per_device),
+        openapi: api::openapi::ServedDocument::new(settings.max_topics_per_device, apps.clone()),
         apps,
     });
     let console = web::Data::new(console::Console {

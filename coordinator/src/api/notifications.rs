@@ -15,7 +15,7 @@ use tracing::{Instrument, info};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::AppState;
+use super::{AppState, AppUse};
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
 use crate::lanes::Lane;
@@ -158,7 +158,7 @@ pub(super) fn admit(
     let notification = notification
         .validated()
         .map_err(|err| ApiError::Invalid(err.to_string()))?;
-    state.check_app(caller, &notification.app)?;
+    state.check_app(caller, &notification.app, AppUse::Write)?;
     caller.check_topics(&notification.topics)?;
     Ok(notification)
 }
