@@ -189,25 +189,12 @@ def fit_audience_names(case):
     case.query = query
 
 
-# Which apps exist is configuration (CLARION_APPS_FILE, re-read while the
-# coordinator runs), not something the served description can list: an app
-# id of the right form that the installation does not serve is a 422. In
-# the positive cases the app is left out (the `default` app, which always
-# exists); coordinator/tests/api/posture.rs checks the 422 and the 403s.
-def use_default_app(case):
-    if isinstance(case.body, dict):
-        case.body.pop("app", None)
-    if isinstance(case.query, dict):
-        case.query.pop("app", None)
-
-
 @schemathesis.hook
 def before_call(context, case, kwargs):
     operation = case.operation
     meta = case.meta
     if meta is not None and not meta.generation.mode.is_positive:
         return
-    use_default_app(case)
     if (operation.method.upper(), operation.path) == ("GET", "/api/v1/audience"):
         fit_audience_names(case)
         return

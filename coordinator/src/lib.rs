@@ -68,6 +68,10 @@ pub fn trace_service() -> TraceService {
 
 /// How long start-up waits for PostgreSQL to accept connections.
 const DATABASE_STARTUP_PATIENCE: Duration = Duration::from_secs(30);
+/// Longest the start waits for the first broker connection before it
+/// listens anyway (a broker that is away is no reason not to serve: sends
+/// are committed and published once it is back, and `/readyz` says so).
+const FIRST_BROKER_LINK_PATIENCE: Duration = Duration::from_secs(3);
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -258,7 +262,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         names: names.clone(),
         max_topics_per_device: settings.max_topics_per_device,
         topic_count_max_age: settings.topic_count_max_age(),
-        openapi: api::openapi::document(settings.max_topics_per_device),
+        openapi: api::openapi::ServedDocument::new(settings.max_topics_per_device, apps.clone()),
         apps,
     });
     let console = web::Data::new(console::Console {
@@ -266,6 +270,19 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         settings: settings.console.clone(),
     });
     let keys = web::Data::new(api_keys);
+    // Listen once the broker link is up, or after a few seconds: a probe
+    // that came in the moment the port opened would otherwise get a 503
+    // that only says the first connection is still being made (the one
+    // 5xx a schemathesis run's metrics counted, issue 32).
+    if tokio::time::timeout(FIRST_BROKER_LINK_PATIENCE, broker.connection())
+        .await
+        .is_err()
+    {
+        warn!(
+            patience = ?FIRST_BROKER_LINK_PATIENCE,
+            "the broker is not reachable yet; serving the API meanwhile (/readyz answers 503 until it is)"
+        );
+    }
     let readiness = Readiness::new(Some(pool), Some(broker));
     let health = web::Data::new(readiness.clone());
 

@@ -20,7 +20,9 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
 use crate::audience::{AudienceShape, DEAD_PREFIX, Layout};
-use crate::local_cluster::{DESK_KEY, LocalCluster, LocalClusterConfig, delete_namespace};
+use crate::local_cluster::{
+    ADMIN_KEY, APP_KEY, DESK_KEY, LocalCluster, LocalClusterConfig, delete_namespace,
+};
 use crate::mocks::{
     ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, OnOwnThread, apps_file_table,
     start_on_own_thread,
@@ -142,7 +144,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     let mocks = AppMocks::start(&log_dir.join("mock-credentials"), args.apps, args.mock_latency_ms).await?;
     for (app, app_mocks) in mocks.apps.iter().enumerate() {
         println!(
-            "{}: mock APNs on {} and mock FCM on {}",
+            "{}: mock APNs on {} (production and sandbox) and mock FCM on {}",
             app_id(app as u32),
             app_mocks.apns.endpoint,
             app_mocks.fcm.endpoint
@@ -166,9 +168,10 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     );
     let mut cluster = LocalCluster::start(&config).await?;
     println!(
-        "Newsroom console: {}/console/ (sign in with the API key {DESK_KEY})",
+        "Newsroom console: {}/console/ (sign in with the newsroom's API key {DESK_KEY})",
         cluster.base
     );
+    println!("{}", keys_text(&log_dir));
     let mut outcome = send_and_follow(&cluster, &args, &mocks).await;
     if outcome.is_ok() && args.keep_running {
         println!(
@@ -176,6 +179,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
              Ctrl-C stops everything.",
             cluster.base
         );
+        println!("{}", try_the_api(&cluster.base));
         outcome = tokio::signal::ctrl_c().await.context("waiting for Ctrl-C");
     } else if outcome.is_ok() {
         let apps = if args.apps > 1 {
@@ -190,6 +194,33 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     outcome?;
     println!("\nEverything the demo started is stopped. Run it again to send again.");
     Ok(())
+}
+
+/// The keys the coordinator accepts, by name (the keys file names them).
+fn keys_text(log_dir: &std::path::Path) -> String {
+    format!(
+        "API keys (named in {}): app {APP_KEY} (register devices), newsroom {DESK_KEY} (send), \
+         ops {ADMIN_KEY} (admin: audit log, held tokens)",
+        log_dir.join("keys.toml").display()
+    )
+}
+
+/// Ready-to-paste calls to this run's coordinator (its port is picked
+/// afresh each run, so the README's examples on 8080 need adjusting).
+fn try_the_api(base: &str) -> String {
+    let desk = format!("-H 'Authorization: Bearer {DESK_KEY}'");
+    [
+        "Try the API (this run's port):".to_owned(),
+        format!("  curl -s {desk} {base}/api/v1/topics/breaking/uk"),
+        format!(
+            "  curl -s {desk} -H 'Content-Type: application/json' \\\n    \
+             -d '{{\"topics\": [\"breaking/uk\"], \"title\": \"Hello\", \"body\": \"From the demo\"}}' \
+             {base}/api/v1/notifications"
+        ),
+        format!("  curl -s {desk} '{base}/api/v1/notifications?limit=5'"),
+        format!("  curl -s -H 'Authorization: Bearer {ADMIN_KEY}' {base}/api/v1/audit"),
+    ]
+    .join("\n")
 }
 
 async fn send_and_follow(cluster: &LocalCluster, args: &DemoArgs, mocks: &AppMocks) -> Result<()> {
@@ -465,5 +496,30 @@ impl Mocks {
         env.extend(self.fcm.env());
         env.push(("CLARION_EXTRA_CA_FILE".into(), self.ca_file.display().to_string()));
         env
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_says_which_key_is_which_and_how_to_call_this_run() {
+        let keys = keys_text(std::path::Path::new("/tmp/demo-logs"));
+        for named in [
+            format!("app {APP_KEY}"),
+            format!("newsroom {DESK_KEY}"),
+            format!("ops {ADMIN_KEY} (admin"),
+        ] {
+            assert!(keys.contains(&named), "{keys}");
+        }
+        let calls = try_the_api("http://127.0.0.1:40123");
+        let curls: Vec<&str> = calls.lines().filter(|line| line.contains("curl")).collect();
+        assert_eq!(curls.len(), 4, "{calls}");
+        assert!(
+            calls.contains("http://127.0.0.1:40123/api/v1/notifications") && !calls.contains("8080"),
+            "{calls}"
+        );
+        assert!(calls.contains(&format!("Bearer {ADMIN_KEY}")), "{calls}");
     }
 }

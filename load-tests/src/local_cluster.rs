@@ -11,9 +11,27 @@ use serde_json::Value;
 
 use crate::process::{ServiceProcess, free_port};
 
-/// The keys the local cluster's coordinator accepts.
+/// The keys the local cluster's coordinator accepts, named in its keys
+/// file ([`KEYS_FILE`]): the phone app's, the newsroom's and an operator's.
 pub const APP_KEY: &str = "local-app-key";
 pub const DESK_KEY: &str = "local-desk-key";
+pub const ADMIN_KEY: &str = "local-admin-key";
+
+/// The coordinator's keys file (`CLARION_API_KEYS_FILE`, written beside
+/// its log): each key with a name, which the console, the audit log and
+/// the coordinator's log show instead of a fingerprint.
+pub const KEYS_FILE: &str = r#"[keys.app]
+key = "local-app-key"
+scopes = ["register"]
+
+[keys.newsroom]
+key = "local-desk-key"
+scopes = ["send"]
+
+[keys.ops]
+key = "local-admin-key"
+scopes = ["admin"]
+"#;
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `CLARION_*` settings of a process.
@@ -75,10 +93,19 @@ impl LocalCluster {
         let addr = format!("127.0.0.1:{}", free_port()?);
         let mut env = common.clone();
         env.push(("CLARION_HTTP_ADDR".into(), addr.clone()));
-        env.push((
-            "CLARION_API_KEYS".into(),
-            format!("{APP_KEY}=register,{DESK_KEY}=send"),
-        ));
+        // The cluster's named keys, unless the caller gives the keys.
+        let keys_given = config
+            .coordinator_env
+            .iter()
+            .any(|(name, _)| name.starts_with("CLARION_API_KEYS"));
+        if !keys_given {
+            std::fs::create_dir_all(&config.log_dir)
+                .with_context(|| format!("creating {}", config.log_dir.display()))?;
+            let keys_file = config.log_dir.join("keys.toml");
+            std::fs::write(&keys_file, KEYS_FILE)
+                .with_context(|| format!("writing {}", keys_file.display()))?;
+            env.push(("CLARION_API_KEYS_FILE".into(), keys_file.display().to_string()));
+        }
         env.extend(config.coordinator_env.iter().cloned());
         let mut coordinator =
             ServiceProcess::spawn("coordinator", "clarion-coordinator", &[], &env, &config.log_dir)?;
@@ -304,5 +331,25 @@ pub async fn delete_namespace(amqp_url: &str, namespace: &str) {
             let _ = channel.close(200, "run done".into()).await;
         }
         let _ = connection.close(200, "run done".into()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clarion_coordinator::auth::{KeySet, Scope};
+
+    #[test]
+    fn every_key_of_the_local_cluster_has_a_name_and_one_is_an_admin() {
+        let keys = KeySet::from_toml(KEYS_FILE, None).expect("a valid keys file");
+        for (key, name, scope) in [
+            (APP_KEY, "app", Scope::Register),
+            (DESK_KEY, "newsroom", Scope::Send),
+            (ADMIN_KEY, "ops", Scope::Admin),
+        ] {
+            let caller = keys.identify(key).expect("a key the coordinator accepts");
+            assert_eq!(caller.key_name, name);
+            assert!(caller.require(scope).is_ok(), "{name} has {scope:?}");
+        }
     }
 }

@@ -271,7 +271,7 @@ async fn a_cancel_holds_for_a_dispatcher_started_after_it() {
 
 #[actix_web::test]
 async fn a_notification_that_stops_making_progress_is_failed_by_the_watchdog_with_a_reason() {
-    let cluster = Cluster::start(ClusterOptions {
+    let mut cluster = Cluster::start(ClusterOptions {
         coordinator: vec!["--stall-secs=2".into()],
         ..without_workers()
     })
@@ -291,6 +291,22 @@ async fn a_notification_that_stops_making_progress_is_failed_by_the_watchdog_wit
             && reason.contains(&format!("{planned} of {planned} shard jobs unreported")),
         "the reason says what never reported: {reason}"
     );
+
+    // The workers come back and deliver it late: the status stays
+    // `failed` (the watchdog's verdict on timeliness), and the reason
+    // says that everything was reported after all, not only what was
+    // missing then.
+    cluster.start_harvester(&[]).await;
+    start_dispatchers(&mut cluster).await;
+    let status = cluster.wait_until_settled(&id, WAIT).await;
+    assert_eq!(status["status"], "failed", "{status}");
+    let reason = status["failure_reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("no progress for 2 s")
+            && reason.contains("later every job and batch was reported"),
+        "the reason says it was reported late: {reason}"
+    );
+    assert_eq!(pushes(&cluster), 10, "{status}");
     cluster.stop().await;
 }
 

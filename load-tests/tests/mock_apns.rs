@@ -461,3 +461,52 @@ async fn about_a_thousand_concurrent_streams_are_advertised() {
 }
 
 mod common;
+
+#[test]
+fn the_mock_binary_prints_the_sandbox_endpoint_beside_the_production_one() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let dir = TempDir(std::env::temp_dir().join(format!("clarion-mock-apns-bin-{}", std::process::id())));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_clarion-mock-apns"))
+        .args(["--addr=127.0.0.1:0", "--control-addr=127.0.0.1:0", "--threads=1"])
+        .arg(format!("--dir={}", dir.0.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the mock binary starts");
+    let stdout = child.stdout.take().expect("its output");
+    // Read on a thread of its own, so a mock that prints nothing fails the
+    // test after the deadline instead of hanging it.
+    let (lines, printed) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let last = line.starts_with("CLARION_EXTRA_CA_FILE=");
+            if lines.send(line).is_err() || last {
+                break;
+            }
+        }
+    });
+    let mut settings = std::collections::HashMap::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !settings.contains_key("CLARION_EXTRA_CA_FILE") {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let Ok(line) = printed.recv_timeout(left) else {
+            break;
+        };
+        if let Some((name, value)) = line.split_once('=') {
+            settings.insert(name.to_owned(), value.to_owned());
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let production = settings
+        .get("CLARION_APNS_ENDPOINT")
+        .expect("the endpoint is printed");
+    assert!(production.starts_with("https://127.0.0.1:"), "{production}");
+    assert_eq!(
+        settings.get("CLARION_APNS_SANDBOX_ENDPOINT"),
+        Some(production),
+        "the sandbox endpoint is printed: {settings:?}"
+    );
+}

@@ -53,7 +53,8 @@ export function showHistory(main) {
     if (item.status === 'scheduled') status.append(el('div', formatTime(item.send_at), { class: 'send-at muted' }));
     tr.append(status);
     tr.append(el('td', formatCount(item.audience_total)));
-    tr.append(el('td', `${item.delivered_percent}%`));
+    // Of the reachable audience, as the progress page shows it.
+    tr.append(el('td', `${item.delivered_percent_of_reachable}%`));
     tr.append(el('td', formatMs(item.t90_ms)));
     tr.append(el('td', formatVerdict(item.ninety_in_two)));
     const actions = el('td');

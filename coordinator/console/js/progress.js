@@ -37,10 +37,7 @@ export function showProgress(main, id) {
   function render(status) {
     setText('#n-title', status.message?.title || status.message?.body || `Notification ${status.id}`);
     setText('#n-topics', status.topics.join(', '));
-    const when = status.status === 'scheduled'
-      ? `scheduled for ${formatTime(status.send_at)}`
-      : `sent ${formatTime(status.fired_at ?? status.created_at)}`;
-    setText('#n-when', when);
+    setText('#n-when', whenOf(status));
     setText('#status', status.status);
     $('#status').dataset.status = status.status;
     $('#dry-run-flag').hidden = !status.dry_run;
@@ -105,6 +102,18 @@ export function showProgress(main, id) {
     clearTimeout(timer);
     chart?.destroy();
   };
+}
+
+/**
+ * When it went out: a scheduled notification cancelled before its time
+ * never went out at all, so it says so rather than "sent".
+ */
+function whenOf(status) {
+  if (status.status === 'scheduled') return `scheduled for ${formatTime(status.send_at)}`;
+  if (status.send_at && !status.fired_at) {
+    return `never sent: cancelled before its time (${formatTime(status.send_at)})`;
+  }
+  return `sent ${formatTime(status.fired_at ?? status.created_at)}`;
 }
 
 /** Draws (or updates) the curve: share in percent against seconds. */

@@ -7,7 +7,8 @@
 //! out when RabbitMQ is back), is marked `failed` with a reason that says
 //! what is unaccounted for (jobs and batches never reported), logged as an error and counted in
 //! `clarion_coordinator_notifications_stalled_total`. Reports that arrive
-//! later are still counted; the status stays `failed`. Several coordinator
+//! later are still counted; the status stays `failed`, and once every job
+//! and batch is reported the reason says so (and when). Several coordinator
 //! replicas may run it: the one `UPDATE` decides, so each notification is
 //! failed (and logged) once.
 

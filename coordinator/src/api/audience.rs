@@ -9,9 +9,9 @@ use clarion_proto::{SHARD_SPACE, TopicError};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::AppState;
 use super::registrations::usable_app;
 use super::topics::{TopicSize, size_of};
+use super::{AppState, AppUse};
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
 use crate::store::topics::distinct_devices;
@@ -57,6 +57,7 @@ pub struct AudienceEstimate {
         (status = 200, body = AudienceEstimate),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The key has neither `send` nor `admin`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`app` names an app this installation does not serve", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "No topic, more than 20, or a malformed topic name", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The database is unavailable", body = Problem, content_type = "application/problem+json"),
     )
@@ -69,7 +70,7 @@ pub async fn get_audience(
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Send)?;
     let query = query.into_inner();
-    let app = usable_app(&caller, &state, query.app)?;
+    let app = usable_app(&caller, &state, query.app, AppUse::Read)?;
     let topics = topics_of(&query.topics)?;
     let mut sizes = Vec::with_capacity(topics.len());
     for topic in &topics {

@@ -6,7 +6,6 @@
 //! `send_at`. (That a `send_at` must lie in the next 30 days is said in
 //! words: a schema cannot compare with the present.)
 
-use clarion_proto::app::{APP_ID_PATTERN, MAX_APP_ID_BYTES};
 use clarion_proto::locale::{LOCALE_PATTERN, MAX_LOCALE_BYTES, MAX_LOCALIZATIONS};
 use clarion_proto::payload::{
     BODY_PATTERN, COLLAPSE_KEY_PATTERN, MAX_COLLAPSE_KEY_BYTES, MAX_IMAGE_URL_BYTES,
@@ -29,18 +28,6 @@ fn topic() -> Value {
             "`/`-separated segments of letters, digits, `-`, `_`, `.` and `~`, at most {MAX_TOPIC_LEN} bytes"
         ),
     })
-}
-
-/// An app id.
-fn app() -> Value {
-    let mut schema = app_rule();
-    schema["type"] = json!("string");
-    schema
-}
-
-/// The rule of an app id, for a field whose type (nullable) is stated.
-fn app_rule() -> Value {
-    json!({"pattern": APP_ID_PATTERN, "maxLength": MAX_APP_ID_BYTES})
 }
 
 /// A device token in a path.
@@ -151,7 +138,6 @@ pub fn state_limits(doc: &mut Value, max_topics_per_device: u32) {
         &format!("{localized}/body"),
         json!({"pattern": BODY_PATTERN}),
     );
-    merge(doc, &format!("{send}/app"), app_rule());
     state_background_rule(doc);
     // A replacement is a send request that must say when (`send_at`, not
     // null).
@@ -166,7 +152,6 @@ pub fn state_limits(doc: &mut Value, max_topics_per_device: u32) {
         });
     }
     let register = "/components/schemas/RegistrationRequest/properties";
-    merge(doc, &format!("{register}/app"), app_rule());
     merge(
         doc,
         &format!("{register}/locale"),
@@ -191,6 +176,42 @@ pub fn state_limits(doc: &mut Value, max_topics_per_device: u32) {
         &format!("{register}/environment"),
         json!({"enum": ["production", "sandbox", null]}),
     );
+}
+
+/// Writes the apps this installation serves (`default` first, then those
+/// of CLARION_APPS_FILE) into `doc` as the values an `app` takes: the
+/// query parameter of every operation that has one, and the `app` of a
+/// send and of a registration (which may also be null or left out). An
+/// app outside the list is a 404 on a read or a delete and a 422 on a
+/// write.
+pub fn state_apps(doc: &mut Value, served: &[String]) {
+    let described = format!(
+        "The app (`default` when absent): one of those this installation serves, {} \
+         (`default` and CLARION_APPS_FILE); another is a 404 on a read or a delete, a 422 on a write",
+        served.join(", ")
+    );
+    if let Some(paths) = doc.pointer_mut("/paths").and_then(Value::as_object_mut) {
+        let parameters = paths
+            .values_mut()
+            .filter_map(Value::as_object_mut)
+            .flat_map(|item| item.values_mut())
+            .filter_map(|operation| operation.get_mut("parameters").and_then(Value::as_array_mut))
+            .flatten()
+            .filter(|parameter| parameter["name"] == "app");
+        for parameter in parameters {
+            parameter["schema"] = json!({"type": "string", "enum": served});
+            parameter["description"] = json!(described);
+        }
+    }
+    let mut nullable: Vec<Value> = served.iter().map(|app| json!(app)).collect();
+    nullable.push(Value::Null);
+    for schema in ["SendRequest", "RegistrationRequest"] {
+        merge(
+            doc,
+            &format!("/components/schemas/{schema}/properties/app"),
+            json!({"enum": nullable, "description": described}),
+        );
+    }
 }
 
 /// An alert needs a `body`; a background push takes none of the fields that
@@ -249,10 +270,6 @@ fn state_path_parameters(doc: &mut Value) {
                 let (schema, description) = match parameter["name"].as_str() {
                     Some("token") => (token(), token_description()),
                     Some("topic") => (topic(), "Topic name; may contain `/`".to_owned()),
-                    Some("app") => (
-                        app(),
-                        "The app (`default` when absent): `default` or one of CLARION_APPS_FILE".to_owned(),
-                    ),
                     _ => continue,
                 };
                 parameter["schema"] = schema;

@@ -51,30 +51,45 @@ pub struct AppState {
     pub names: Names,
     pub max_topics_per_device: u32,
     pub topic_count_max_age: Duration,
-    /// The OpenAPI document served (built once, with the limits in force).
-    pub openapi: String,
+    /// The OpenAPI document served (with the limits and the apps in force).
+    pub openapi: openapi::ServedDocument,
     /// The apps served beside `default` (`CLARION_APPS_FILE`).
     pub apps: Arc<AppsFile>,
 }
 
+/// What a request does with the app it names. An app this installation
+/// does not serve holds nothing: reading or deleting in it is a 404, as for
+/// any other resource that is not there; writing to it is a 422 naming the
+/// app, since the request itself cannot be carried out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppUse {
+    /// A read or a delete.
+    Read,
+    /// A registration, a topic followed, a send or a replacement.
+    Write,
+}
+
 impl AppState {
     /// Ok when `caller` may use `app` (403 otherwise) and the installation
-    /// serves it (422 naming the apps it serves otherwise).
-    pub fn check_app(&self, caller: &crate::auth::Caller, app: &str) -> Result<(), ApiError> {
+    /// serves it (404 or 422 by `used_for`, naming the apps it serves).
+    pub fn check_app(
+        &self,
+        caller: &crate::auth::Caller,
+        app: &str,
+        used_for: AppUse,
+    ) -> Result<(), ApiError> {
         caller.check_app(app)?;
-        self.check_app_exists(app)
-    }
-
-    /// Ok when the installation serves `app`; a 422 naming the apps it
-    /// serves otherwise.
-    fn check_app_exists(&self, app: &str) -> Result<(), ApiError> {
         if self.apps.knows(app) {
             return Ok(());
         }
-        Err(ApiError::Invalid(format!(
+        let detail = format!(
             "app `{app}` is not one this installation serves: {} (CLARION_APPS_FILE)",
             self.apps.ids().join(", ")
-        )))
+        );
+        Err(match used_for {
+            AppUse::Read => ApiError::NotFound(detail),
+            AppUse::Write => ApiError::Invalid(detail),
+        })
     }
 }
 

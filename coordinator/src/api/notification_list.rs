@@ -33,10 +33,12 @@ pub struct ListQuery {
     #[param(pattern = "^(accepted|scheduled|harvesting|dispatching|complete|failed|cancelled)$")]
     pub status: Option<String>,
     /// Created at or after this time (RFC 3339).
-    pub from: Option<DateTime<Utc>>,
+    #[param(value_type = Option<DateTime<Utc>>)]
+    pub from: Option<String>,
     /// Created before this time (RFC 3339); nothing matches when it is
     /// not after `from`.
-    pub until: Option<DateTime<Utc>>,
+    #[param(value_type = Option<DateTime<Utc>>)]
+    pub until: Option<String>,
     /// Text in the title or body (case-insensitive, taken literally;
     /// empty or blank: no filter).
     #[param(max_length = 200)]
@@ -64,8 +66,13 @@ pub struct NotificationSummary {
     pub send_at: Option<DateTime<Utc>>,
     /// Devices harvested (both platforms).
     pub audience_total: u64,
-    /// Share of the audience accepted by Apple / Google, in percent.
+    /// Share of the whole audience (`audience_total`) accepted by Apple /
+    /// Google, in percent.
     pub delivered_percent: f64,
+    /// Share of the reachable audience (less the devices reported gone)
+    /// accepted by Apple / Google, in percent: the figure the console's
+    /// progress page and history show, and the one 90in2 is judged on.
+    pub delivered_percent_of_reachable: f64,
     /// Milliseconds from the send (or the firing of a scheduled one) until
     /// 90% of the reachable audience was accepted; null until then.
     pub t90_ms: Option<u32>,
@@ -134,6 +141,7 @@ fn summary(status: NotificationStatus, title: Option<String>, sender_key_id: Str
         send_at: status.send_at,
         audience_total: status.audience.total,
         delivered_percent: status.delivered_percent,
+        delivered_percent_of_reachable: status.delivered_percent_of_reachable,
         t90_ms: status.timings.t90_ms,
         ninety_in_two: status.ninety_in_two,
         sender_key_id,
@@ -181,12 +189,28 @@ fn filter_of(query: ListQuery) -> Result<ListFilter, ApiError> {
     Ok(ListFilter {
         topic: query.topic,
         status,
-        from: query.from,
-        until: query.until,
+        from: time_filter("from", query.from.as_deref())?,
+        until: time_filter("until", query.until.as_deref())?,
         text,
         after,
         limit,
     })
+}
+
+/// The time filter `name` (`from` or `until`), read here rather than by
+/// the query extractor so a bad one is a 422 that names it.
+fn time_filter(name: &str, value: Option<&str>) -> Result<Option<DateTime<Utc>>, ApiError> {
+    value
+        .map(|text| {
+            DateTime::parse_from_rfc3339(text)
+                .map(|at| at.with_timezone(&Utc))
+                .map_err(|err| {
+                    ApiError::Invalid(format!(
+                        "`{name}` must be an RFC 3339 time such as 2026-12-04T09:30:00Z ({err}); got {text:?}"
+                    ))
+                })
+        })
+        .transpose()
 }
 
 /// `<microseconds since the epoch>_<id in hex>` of the last item.

@@ -15,7 +15,7 @@ use tracing::{Instrument, info};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::AppState;
+use super::{AppState, AppUse};
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
 use crate::lanes::Lane;
@@ -158,7 +158,7 @@ pub(super) fn admit(
     let notification = notification
         .validated()
         .map_err(|err| ApiError::Invalid(err.to_string()))?;
-    state.check_app(caller, &notification.app)?;
+    state.check_app(caller, &notification.app, AppUse::Write)?;
     caller.check_topics(&notification.topics)?;
     Ok(notification)
 }
@@ -460,7 +460,8 @@ pub struct NotificationStatus {
     pub timings: TimingsBody,
     /// 90% of the audience accepted within two minutes of the send (the
     /// request, or the firing of a scheduled notification); null while that
-    /// is still open, and for a notification that never fired.
+    /// is still open, for a notification that never fired, and for a dry
+    /// run (it pushes nothing).
     pub ninety_in_two: Option<bool>,
     pub cleanup: CleanupBody,
     pub links: Links,
@@ -472,8 +473,9 @@ impl NotificationStatus {
         let reachable = reachable(audience, stored.ios.unregistered + stored.android.unregistered);
         let sent = stored.ios.sent + stored.android.sent;
         // A notification whose tokens tripped the safety valve did not reach
-        // its audience as far as anyone can tell: never "90in2: yes".
-        let ninety_in_two = if stored.never_fired() {
+        // its audience as far as anyone can tell: never "90in2: yes". A dry
+        // run pushes nothing, so there is no delivery to judge: null.
+        let ninety_in_two = if stored.never_fired() || stored.notification.dry_run {
             None
         } else if stored.suspect_segments.is_empty() {
             timings.ninety_in_two(stored.sent_at(), stored.completed_at.is_some())
@@ -888,6 +890,14 @@ mod tests {
         let status = NotificationStatus::new(suspect, timings);
         assert_eq!(status.ninety_in_two, Some(false));
         assert_eq!(status.delivered_percent_of_reachable, 100.0);
+    }
+
+    #[test]
+    fn a_dry_run_has_no_ninety_in_two_verdict() {
+        let mut dry_run = stored(PlatformDelivery::default(), PlatformDelivery::default());
+        dry_run.notification.dry_run = true;
+        let status = NotificationStatus::new(dry_run, Timings::default());
+        assert_eq!(status.ninety_in_two, None);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use tracing::debug;
 use utoipa::{IntoParams, ToSchema};
 
-use super::AppState;
+use super::{AppState, AppUse};
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
 use crate::store::StoreError;
@@ -104,7 +104,7 @@ pub async fn put_registration(
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Register)?;
     let body = body.into_inner();
-    let app = usable_app(&caller, &state, body.app)?;
+    let app = usable_app(&caller, &state, body.app, AppUse::Write)?;
     let platform: Platform = body.platform.parse().map_err(invalid)?;
     let environment = match (platform, body.environment.as_deref()) {
         (_, None) => ApnsEnvironment::Production,
@@ -142,7 +142,7 @@ pub async fn put_registration(
         (status = 200, body = Registration),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Token not registered", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Token not registered (in this app), or `app` names an app this installation does not serve", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not a plausible token", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -154,7 +154,7 @@ pub async fn get_registration(
     query: web::Query<AppQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Register)?;
-    let app = usable_app(&caller, &state, query.into_inner().app)?;
+    let app = usable_app(&caller, &state, query.into_inner().app, AppUse::Read)?;
     let token = lookup_token(&token)?;
     let stored = store::get(&state.pool, &app, &token)
         .await?
@@ -171,6 +171,7 @@ pub async fn get_registration(
         (status = 204, description = "Gone (also when it was not registered)"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`app` names an app this installation does not serve", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not a plausible token", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -182,7 +183,7 @@ pub async fn delete_registration(
     query: web::Query<AppQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Register)?;
-    let app = usable_app(&caller, &state, query.into_inner().app)?;
+    let app = usable_app(&caller, &state, query.into_inner().app, AppUse::Read)?;
     let token = lookup_token(&token)?;
     let topics = store::delete(&state.pool, &app, &token).await?;
     debug!(token = %token_prefix(&token), topics, "unregistered device");
@@ -214,7 +215,7 @@ pub async fn put_topic(
     query: web::Query<AppQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Register)?;
-    let app = usable_app(&caller, &state, query.into_inner().app)?;
+    let app = usable_app(&caller, &state, query.into_inner().app, AppUse::Write)?;
     let (token, topic) = path.into_inner();
     let token = lookup_token(&token)?;
     validate_topic(&topic).map_err(invalid)?;
@@ -235,6 +236,7 @@ pub async fn put_topic(
         (status = 204, description = "No longer followed (also when it was not)"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`app` names an app this installation does not serve", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Bad topic or implausible token", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -246,7 +248,7 @@ pub async fn delete_topic(
     query: web::Query<AppQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Register)?;
-    let app = usable_app(&caller, &state, query.into_inner().app)?;
+    let app = usable_app(&caller, &state, query.into_inner().app, AppUse::Read)?;
     let (token, topic) = path.into_inner();
     let token = lookup_token(&token)?;
     validate_topic(&topic).map_err(invalid)?;
@@ -263,11 +265,16 @@ pub struct AppQuery {
 }
 
 /// The app named (`default` when none), checked: a valid id, served by
-/// this installation, and one the key may use.
-pub(super) fn usable_app(caller: &Caller, state: &AppState, app: Option<String>) -> Result<String, ApiError> {
+/// this installation (see [`AppUse`]), and one the key may use.
+pub(super) fn usable_app(
+    caller: &Caller,
+    state: &AppState,
+    app: Option<String>,
+    used_for: AppUse,
+) -> Result<String, ApiError> {
     let app = app.unwrap_or_else(clarion_proto::app::default_app);
     clarion_proto::validate_app(&app).map_err(invalid)?;
-    state.check_app(caller, &app)?;
+    state.check_app(caller, &app, used_for)?;
     Ok(app)
 }
 

@@ -5,8 +5,8 @@ use clarion_proto::validate_topic;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::AppState;
 use super::registrations::{AppQuery, usable_app};
+use super::{AppState, AppUse};
 use crate::actors::topic_counter::{CountError, GetTopicCounts};
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
@@ -36,6 +36,7 @@ pub struct TopicSize {
         (status = 200, body = TopicSize),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The key has neither `send` nor `admin`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`app` names an app this installation does not serve", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Malformed topic name", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The database is unavailable", body = Problem, content_type = "application/problem+json"),
     )
@@ -48,7 +49,7 @@ pub async fn get_topic(
     query: web::Query<AppQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Send)?;
-    let app = usable_app(&caller, &state, query.into_inner().app)?;
+    let app = usable_app(&caller, &state, query.into_inner().app, AppUse::Read)?;
     let topic = topic.into_inner();
     validate_topic(&topic).map_err(|err| ApiError::Invalid(err.to_string()))?;
     Ok(HttpResponse::Ok().json(size_of(&state, &app, topic).await?))
@@ -119,6 +120,7 @@ pub struct TopicNames {
         (status = 200, body = TopicNames),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The key has neither `send` nor `admin`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`app` names an app this installation does not serve", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`limit` out of range or `q` too long", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The database is unavailable", body = Problem, content_type = "application/problem+json"),
     )
@@ -131,7 +133,7 @@ pub async fn search_topics(
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Send)?;
     let query = query.into_inner();
-    let app = usable_app(&caller, &state, query.app)?;
+    let app = usable_app(&caller, &state, query.app, AppUse::Read)?;
     let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
     if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(ApiError::Invalid(format!("`limit` must be 1 to {MAX_LIMIT}")));

@@ -93,14 +93,17 @@ pub async fn sign_in(
         .json(info_of(&console, caller, csrf_token, expires_at)))
 }
 
-/// The signed-in session: 200, or 401 when there is none.
+/// The signed-in session: 200, or 401 when there is none. Asked by the
+/// page before it signs in, so the 401 says what is missing: the session
+/// cookie (an `Authorization` header is no session).
 #[get("/session")]
 pub async fn current(
     request: HttpRequest,
     console: web::Data<Console>,
-    caller: Caller,
+    keys: web::Data<ApiKeys>,
 ) -> Result<HttpResponse, ApiError> {
     let session = session_of(&request, &console).await?;
+    let caller = caller_of(&keys, &session)?;
     Ok(HttpResponse::Ok().json(info_of(&console, caller, session.csrf_token, session.expires_at)))
 }
 
@@ -131,11 +134,7 @@ pub async fn caller(request: &HttpRequest, keys: &ApiKeys, token: &str) -> Resul
         .app_data::<web::Data<Console>>()
         .ok_or_else(|| ApiError::Internal("the console is not configured on this app".into()))?;
     let session = find(console, token).await?;
-    let caller = keys
-        .identify_digest(&session.key_digest)
-        .ok_or(ApiError::Unauthenticated(
-            "the API key this console session signed in with is no longer valid; sign in again",
-        ))?;
+    let caller = caller_of(keys, &session)?;
     let safe = matches!(*request.method(), Method::GET | Method::HEAD);
     if !safe {
         let presented = request
@@ -150,10 +149,18 @@ pub async fn caller(request: &HttpRequest, keys: &ApiKeys, token: &str) -> Resul
     Ok(caller)
 }
 
+/// The key a session signed in with, as the keys file has it now.
+fn caller_of(keys: &ApiKeys, session: &store::ConsoleSession) -> Result<Caller, ApiError> {
+    keys.identify_digest(&session.key_digest)
+        .ok_or(ApiError::Unauthenticated(
+            "the API key this console session signed in with is no longer valid; sign in again",
+        ))
+}
+
 async fn session_of(request: &HttpRequest, console: &Console) -> Result<store::ConsoleSession, ApiError> {
-    let cookie = request
-        .cookie(COOKIE)
-        .ok_or(ApiError::Unauthenticated("not signed in to the console"))?;
+    let cookie = request.cookie(COOKIE).ok_or(ApiError::Unauthenticated(
+        "not signed in to the console: the session cookie (clarion_session) is missing; sign in with POST /console/session",
+    ))?;
     find(console, cookie.value()).await
 }
 

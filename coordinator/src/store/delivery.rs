@@ -371,7 +371,12 @@ pub async fn take_held_tokens(
 
 /// Marks the notification complete (a cancelled or failed one keeps its
 /// status) with its cleanup decision (`delete`, or `keep` when some segment
-/// is suspect), the suspect segments and t50 / t90 / t99.
+/// is suspect), the suspect segments and t50 / t90 / t99 — once: one
+/// already decided is left as it is (a second cancel settles nothing
+/// anew). A scheduled notification cancelled before it fired gets no
+/// `completed_at`: nothing of it was ever sent, so nothing completed. A
+/// failed notification completed by reports that came in late keeps its
+/// status and its reason, which then says when the last report came.
 pub async fn mark_complete(
     tx: &Transaction<'_>,
     id: Uuid,
@@ -388,8 +393,15 @@ pub async fn mark_complete(
         "UPDATE notifications
             SET status = CASE WHEN status IN ('harvesting', 'dispatching') THEN 'complete' ELSE status END,
                 invalid_decision = $2, suspect_segments = $3, t50_ms = $4, t90_ms = $5, t99_ms = $6,
-                completed_at = now(), updated_at = now()
-          WHERE id = $1",
+                completed_at = CASE WHEN send_at IS NOT NULL AND fired_at IS NULL THEN NULL ELSE now() END,
+                -- Failed (by the watchdog, say), then every report came in
+                -- after all: the reason says so, not only what was missing then.
+                failure_reason = CASE WHEN status = 'failed' AND failure_reason IS NOT NULL
+                    THEN failure_reason || format('; later every job and batch was reported, the last at %s',
+                                                  to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'))
+                    ELSE failure_reason END,
+                updated_at = now()
+          WHERE id = $1 AND invalid_decision IS NULL",
         &[&id, &decision, &suspect_segments, &ms(t50), &ms(t90), &ms(t99)],
     )
     .await?;

@@ -393,7 +393,8 @@ pub enum Cancel {
 }
 
 /// Marks a notification cancelled unless it is complete (in the caller's
-/// transaction, which also records the cancel in the audit log). The row
+/// transaction, which also records the cancel in the audit log); one
+/// already cancelled is left as it is (a cancel is idempotent). The row
 /// lock orders it with the firing of a scheduled notification: whichever
 /// commits first, the other sees its outcome.
 pub async fn cancel(tx: &Transaction<'_>, id: Uuid) -> Result<Cancel, StoreError> {
@@ -403,7 +404,8 @@ pub async fn cancel(tx: &Transaction<'_>, id: Uuid) -> Result<Cancel, StoreError
                 SET status = CASE WHEN status = 'complete' THEN status ELSE 'cancelled' END,
                     cancelled_at = CASE WHEN status = 'complete' THEN cancelled_at
                                         ELSE coalesce(cancelled_at, now()) END,
-                    updated_at = now()
+                    -- A second cancel changes nothing, not even the time of the last change.
+                    updated_at = CASE WHEN status IN ('complete', 'cancelled') THEN updated_at ELSE now() END
               WHERE id = $1
           RETURNING status, send_at IS NOT NULL AND fired_at IS NULL",
             &[&id],

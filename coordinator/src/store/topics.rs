@@ -3,6 +3,7 @@
 use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
 use serde::Serialize;
+use tokio_postgres::GenericClient;
 
 /// How many devices follow a topic, per platform.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -35,6 +36,27 @@ pub async fn count(pool: &PgPool, app: &str, topic: &str) -> Result<TopicCounts,
         ios: ios.max(0) as u64,
         android: android.max(0) as u64,
     })
+}
+
+/// The subscribers of one topic when there are fewer than `limit`; `None`
+/// when there are `limit` or more. At most `limit` index entries are read,
+/// so planning can count a topic the counter has not cached yet without
+/// the cost of counting a large one.
+pub async fn count_below(
+    client: &impl GenericClient,
+    app: &str,
+    topic: &str,
+    limit: u64,
+) -> Result<Option<u64>, tokio_postgres::Error> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let row = client
+        .query_one(
+            "SELECT count(*) FROM (SELECT 1 FROM registrations WHERE app = $1 AND topic = $2 LIMIT $3) AS first",
+            &[&app, &topic, &limit],
+        )
+        .await?;
+    let counted = row.get::<_, i64>(0);
+    Ok((counted < limit).then_some(counted.max(0) as u64))
 }
 
 /// Most distinct topics [`search`] walks past before it stops looking.

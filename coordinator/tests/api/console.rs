@@ -313,3 +313,24 @@ async fn topics_are_suggested_by_name_and_audiences_counted_once_per_device() {
     refused(&app, "/api/v1/audience?topics=a%20b").await;
     app.stop().await;
 }
+
+#[actix_web::test]
+async fn asking_for_the_session_without_its_cookie_says_the_cookie_is_missing() {
+    let app = TestCoordinator::start().await;
+    // As the page asks on load (no cookie yet), and as a script with a key
+    // would: neither is a console session.
+    for key in [None, Some(SEND_KEY)] {
+        let response = app
+            .request(Method::GET, "/console/session", key)
+            .send()
+            .await
+            .expect("sent");
+        let problem = expect_problem(response, StatusCode::UNAUTHORIZED, "unauthenticated").await;
+        let detail = problem["detail"].as_str().unwrap_or_default();
+        assert!(
+            detail.contains("session cookie") && !detail.contains("Authorization"),
+            "{key:?}: {detail}"
+        );
+    }
+    app.stop().await;
+}

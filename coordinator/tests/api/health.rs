@@ -31,6 +31,33 @@ async fn ready_once_the_database_and_the_broker_are_reachable() {
 }
 
 #[actix_web::test]
+async fn a_coordinator_whose_broker_is_reachable_is_ready_as_soon_as_it_listens() {
+    // A probe the moment the port opens (as a test harness or Kubernetes
+    // sends one) gets 200, not a 503 that only says the first broker
+    // connection is still being made; so the request metrics of a healthy
+    // start count no 5xx.
+    let app = TestCoordinator::start().await;
+    let response = app.request(Method::GET, "/readyz", None).send().await.unwrap();
+    let status = response.status();
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let metrics = app
+        .request(Method::GET, "/metrics", None)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let server_errors: Vec<&str> = metrics
+        .lines()
+        .filter(|line| line.starts_with("clarion_api_requests_total{") && line.contains("status=\"5"))
+        .collect();
+    assert!(server_errors.is_empty(), "{server_errors:?}");
+    app.stop().await;
+}
+
+#[actix_web::test]
 async fn not_ready_when_the_database_is_gone() {
     let app = TestCoordinator::start().await;
     let admin = app.db.url.replace(&app.db.name, "postgres");

@@ -57,6 +57,26 @@ async fn notifications_are_listed_newest_first_filtered_and_paged() {
     assert_eq!(item["sender_key_id"].as_str().map(str::len), Some(12));
     assert!(item["audience_total"].is_u64() && item["delivered_percent"].is_number());
 
+    // The list gives the share of the reachable audience, as the status
+    // (and the console's progress page) does: 8 of 10 devices accepted,
+    // the other 2 gone, is 80% of the audience and 100% of the reachable.
+    app.sql()
+        .await
+        .execute(
+            "UPDATE notifications SET audience_ios = 10, sent_ios = 8, unregistered_ios = 2 WHERE id = $1",
+            &[&first.parse::<uuid::Uuid>().expect("a UUID")],
+        )
+        .await
+        .expect("delivery counted");
+    let item = &list(&app, "?q=Election").await["items"][0];
+    let status = status_of(&app, first.parse().expect("a UUID")).await;
+    assert_eq!(item["delivered_percent"], 80.0);
+    assert_eq!(item["delivered_percent_of_reachable"], 100.0);
+    assert_eq!(
+        item["delivered_percent_of_reachable"],
+        status["delivered_percent_of_reachable"]
+    );
+
     // Filters.
     assert_eq!(
         ids(&list(&app, "?topic=sport").await),
@@ -124,7 +144,8 @@ async fn bad_filters_are_refused_with_what_is_wrong() {
         ("?status=sent", "status"),
         ("?topic=a//b", "topic"),
         ("?cursor=yesterday", "cursor"),
-        ("?from=last-week", "invalid query"),
+        ("?from=last-week", "`from` must be an RFC 3339 time"),
+        ("?until=2026-13-01T00:00:00Z", "`until` must be an RFC 3339 time"),
         ("?colour=red", "invalid query"),
     ] {
         let response = app.get(&format!("/api/v1/notifications{query}"), SEND_KEY).await;

@@ -1,6 +1,7 @@
 //! Black-box tests of the coordinator's HTTP API, against a real PostgreSQL
 //! database created for each test (and a real RabbitMQ for readiness).
 
+mod apps;
 mod audit;
 mod auth;
 mod common;

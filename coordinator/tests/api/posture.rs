@@ -12,13 +12,13 @@ use sha2::{Digest, Sha256};
 
 use crate::common::*;
 
-/// A keys file in the temporary directory, removed when dropped.
-struct KeysFile {
-    path: PathBuf,
+/// A keys (or apps) file in the temporary directory, removed when dropped.
+pub struct KeysFile {
+    pub path: PathBuf,
 }
 
 impl KeysFile {
-    fn new(text: &str) -> Self {
+    pub fn new(text: &str) -> Self {
         let path = std::env::temp_dir().join(format!("clarion-keys-{}.toml", uuid::Uuid::new_v4()));
         let file = Self { path };
         file.write(text);
@@ -26,7 +26,7 @@ impl KeysFile {
     }
 
     /// Replaces the content in one step (as a Secret update does).
-    fn write(&self, text: &str) {
+    pub fn write(&self, text: &str) {
         let staging = self.path.with_extension("staging");
         std::fs::write(&staging, text).expect("keys file written");
         std::fs::rename(&staging, &self.path).expect("keys file swapped");

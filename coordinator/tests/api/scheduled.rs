@@ -228,6 +228,9 @@ async fn a_cancelled_scheduled_notification_never_fires() {
     let cancelled: Value = response.json().await.expect("json");
     assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
     assert!(cancelled["ninety_in_two"].is_null(), "never sent: {cancelled}");
+    assert!(cancelled["cancelled_at"].is_string(), "{cancelled}");
+    // Nothing of it was sent, so nothing completed.
+    assert!(cancelled["completed_at"].is_null(), "never sent: {cancelled}");
 
     fired(&app, witness).await;
     let after = status(&app, doomed).await;
@@ -235,8 +238,14 @@ async fn a_cancelled_scheduled_notification_never_fires() {
     assert!(after["fired_at"].is_null(), "{after}");
     assert_eq!(after["jobs"]["planned"], 0);
     assert_eq!(outbox_jobs(&app.sql().await, doomed).await, 0);
-    // Cancelling again is still fine; a cancelled one cannot be replaced.
-    assert_eq!(cancel(&app, doomed).await.status(), StatusCode::OK);
+    // Cancelling again is still fine and changes nothing; a cancelled one
+    // cannot be replaced.
+    let again = cancel(&app, doomed).await;
+    assert_eq!(again.status(), StatusCode::OK);
+    let again: Value = again.json().await.expect("json");
+    for field in ["status", "cancelled_at", "updated_at", "completed_at"] {
+        assert_eq!(again[field], cancelled[field], "{field} after a second cancel");
+    }
     let replaced = put(
         &app,
         doomed,

@@ -108,3 +108,26 @@ async fn malformed_topic_names_are_refused() {
     expect_problem(response, StatusCode::UNPROCESSABLE_ENTITY, "invalid-request").await;
     app.stop().await;
 }
+
+#[actix_web::test]
+async fn a_topic_not_counted_yet_is_planned_by_its_size() {
+    // Ten tokens a job: a topic of one device is one job, one of 25
+    // (counted when planned: the topic counter has no count yet) three.
+    let app = TestCoordinator::start_with(&["--tokens-per-job=10"]).await;
+    let put = app
+        .put_registration(&ios_token(1), registration("ios", &["cold/one"]))
+        .await;
+    assert_eq!(put.status(), StatusCode::OK);
+    for n in 0..25 {
+        let put = app
+            .put_registration(&android_token(n), registration("android", &["cold/many"]))
+            .await;
+        assert_eq!(put.status(), StatusCode::OK);
+    }
+    // Sent at once: the topic counter has never been asked for either.
+    let (_, jobs) = send_planned(&app, "cold/one").await;
+    assert_eq!(jobs, 1, "one device, one job");
+    let (_, jobs) = send_planned(&app, "cold/many").await;
+    assert_eq!(jobs, 3, "25 devices, 10 a job");
+    app.stop().await;
+}

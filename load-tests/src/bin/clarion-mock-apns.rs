@@ -51,10 +51,16 @@ fn main() -> anyhow::Result<()> {
         config.key_id = args.key_id;
         config.bundle_id = args.bundle_id;
         let mock = ApnsMock::start(config).await?;
-        println!("mock APNs on {} (control API {})", mock.endpoint, mock.control);
+        // One endpoint serves both of Apple's environments: a sandbox
+        // (development build) token is pushed to it too.
+        println!(
+            "mock APNs on {} for production and sandbox (control API {})",
+            mock.endpoint, mock.control
+        );
         for (name, value) in mock.env() {
             println!("{name}={value}");
         }
+        println!("CLARION_APNS_SANDBOX_ENDPOINT={}", mock.endpoint);
         println!("CLARION_EXTRA_CA_FILE={}", mock.ca_file.display());
         tokio::signal::ctrl_c().await?;
         Ok(())

@@ -351,6 +351,19 @@ async fn scheduled_alerts_fire_or_are_cancelled_and_history_finds_them() {
     let status = cluster.status(&cancelled).await;
     assert_eq!(status["status"], "cancelled");
     assert_eq!(status["jobs"]["planned"], 0, "a cancelled schedule never fired");
+    assert!(status["completed_at"].is_null(), "nothing was sent: {status}");
+    // Its page says it never went out (not "sent …").
+    browser
+        .goto(&format!("{}/console/#/n/{cancelled}", cluster.base))
+        .await;
+    browser.until_text("#status", "cancelled").await;
+    browser
+        .until(
+            "the page saying it never went out",
+            "const e = document.querySelector('#n-when'); return e !== null && e.textContent.startsWith('never sent');",
+        )
+        .await;
+    browser.click("#nav-history").await;
 
     // Both found with a filter.
     browser.type_into("#filter-topic", "breaking/us").await;
