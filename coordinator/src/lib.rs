@@ -7,21 +7,18 @@
 //! [`start`] builds the whole service; `main` and the integration tests both
 //! use it. It must run inside an actix `System`.
 
-pub mod actors;
 pub mod api;
 pub mod auth;
 pub mod config;
 pub mod console;
+pub mod consumers;
 pub mod error;
-pub mod handlers;
 pub mod hygiene;
-pub mod lanes;
 pub mod migrations;
-pub mod planning;
 pub mod progress;
-pub mod scheduled;
-pub mod scheduling;
-pub mod sending;
+pub mod release;
+pub mod send;
+pub mod stop;
 pub mod store;
 
 use std::net::SocketAddr;
@@ -42,20 +39,21 @@ use clarion_runtime::tls::{LINK_CHECK_TIMEOUT, LinkError, TlsError, Trust};
 use clarion_runtime::{BrokerLink, db};
 use tracing::{info, warn};
 
-use crate::actors::Stop;
-use crate::actors::hygiene::Hygiene;
-use crate::actors::job_relay::JobRelay;
-use crate::actors::scheduler::Scheduler;
-use crate::actors::topic_counter::TopicCounter;
-use crate::actors::watchdog::Watchdog;
 use crate::api::AppState;
 use crate::auth::ApiKeys;
 use crate::config::InitialKeys;
 pub use crate::config::Settings;
-use crate::handlers::cleanup::CleanupHandler;
-use crate::handlers::dead_letters::DeadLetterHandler;
-use crate::handlers::reports::ReportHandler;
+use crate::consumers::cleanup::CleanupHandler;
+use crate::consumers::dead_letters::DeadLetterHandler;
+use crate::consumers::reports::ReportHandler;
+use crate::hygiene::actor::Hygiene;
 use crate::migrations::MigrationError;
+use crate::progress::watchdog::Watchdog;
+use crate::release::relay::JobRelay;
+use crate::send::scheduler::Scheduler;
+use crate::send::topic_counter::TopicCounter;
+use crate::stop::Stop;
+use crate::store::lanes::Lane;
 
 /// How the coordinator's spans are exported.
 pub fn trace_service() -> TraceService {
@@ -151,7 +149,7 @@ impl Coordinator {
 /// Counters worth an alert exist from the start, at zero, instead of
 /// appearing with their first event (an alert on `rate()` needs a series).
 fn declare_counters() {
-    for lane in lanes::Lane::ALL {
+    for lane in Lane::ALL {
         metrics::counter!("clarion_coordinator_jobs_published_total", "lane" => lane.as_str()).increment(0);
         metrics::counter!("clarion_coordinator_jobs_planned_total", "lane" => lane.as_str()).increment(0);
     }

@@ -27,10 +27,10 @@ use clarion_runtime::amqp::publisher::Publisher;
 use clarion_runtime::apps::AppsFile;
 use clarion_runtime::health;
 
-use crate::actors::job_relay::JobRelay;
-use crate::actors::topic_counter::TopicCounter;
 use crate::error::ApiError;
 use crate::progress::completion::Valve;
+use crate::release::relay::JobRelay;
+use crate::send::topic_counter::TopicCounter;
 
 /// Largest JSON body the API takes. A registration of 100 topics of 128
 /// bytes, or a notification at the providers' 4 KB payload limit with 20

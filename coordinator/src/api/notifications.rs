@@ -18,13 +18,13 @@ use uuid::Uuid;
 use super::AppState;
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
-use crate::lanes::Lane;
 use crate::progress::completion::announce;
 use crate::progress::settle_cancelled;
 use crate::progress::timings::{Timings, reachable, timings};
-use crate::scheduled::{parse_send_at, send_at_within_window};
-use crate::sending::{Accepted, Sending, accept};
+use crate::send::accept::{Accepted, Sending, accept};
+use crate::send::send_at::{parse_send_at, send_at_within_window};
 use crate::store::audit::{self, Action};
+use crate::store::lanes::Lane;
 use crate::store::notifications::{self as store, Cancel, PlatformDelivery, StoredNotification};
 
 /// A breaking-news alert (or a silent background update) for one or more

@@ -17,7 +17,7 @@ use subtle::ConstantTimeEq;
 use super::rate::SendLimit;
 use super::topics::TopicRules;
 use super::{Caller, LaneSet, Scope};
-use crate::lanes::Lane;
+use crate::store::lanes::Lane;
 
 /// One configured key.
 #[derive(Clone)]

@@ -25,7 +25,7 @@ use arc_swap::ArcSwap;
 use futures::future::LocalBoxFuture;
 
 use crate::error::ApiError;
-use crate::lanes::Lane;
+use crate::store::lanes::Lane;
 pub use keys::KeySet;
 use rate::SendLimit;
 use topics::TopicRules;

@@ -8,8 +8,8 @@ use tokio_postgres::{GenericClient, Row, Transaction};
 use uuid::Uuid;
 
 use super::StoreError;
-use crate::lanes::Lane;
-use crate::scheduling::{InFlight, PerPlatform};
+use crate::release::{InFlight, PerPlatform};
+use crate::store::lanes::Lane;
 
 /// A committed job the broker has not confirmed yet, with what its message
 /// needs from the notification.

@@ -18,7 +18,7 @@ use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
 use tracing::{error, warn};
 
-use super::Stop;
+use crate::stop::Stop;
 use crate::store::StoreError;
 use crate::store::notifications::{Stalled, fail_stalled};
 

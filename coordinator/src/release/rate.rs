@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
-use super::plan::{InFlight, PerPlatform};
+use super::order::{InFlight, PerPlatform};
 
 /// How long the remembered peak rate takes to halve.
 const PEAK_HALF_LIFE: Duration = Duration::from_secs(60);
@@ -141,7 +141,7 @@ impl RateMeter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lanes::Lane;
+    use crate::store::lanes::Lane;
     use chrono::Utc;
 
     fn reported(id: u128, ios: u64, android: u64) -> InFlight {

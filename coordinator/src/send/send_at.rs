@@ -2,11 +2,11 @@
 //! notification whose time has come.
 //!
 //! Firing is driven by the database, not by timers: the scheduler actor
-//! ([`crate::actors::scheduler`]) calls [`fire_next`] every quarter second
+//! ([`crate::send::scheduler`]) calls [`fire_next`] every quarter second
 //! on every replica. Each call fires at most one notification in its own
 //! transaction: it claims the scheduled notification due first
 //! (`FOR UPDATE SKIP LOCKED`), re-reads it under the lock, plans it exactly
-//! as a send-now is planned ([`crate::sending::plan_locked`]), which marks
+//! as a send-now is planned ([`crate::send::accept::plan_locked`]), which marks
 //! it `harvesting` with its `fired_at`, commits, and nudges the job relay.
 //! Replicas racing for the same notification never both plan it: one holds
 //! the row, the other skips it or, once it is committed, no longer finds
@@ -22,7 +22,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::sending::{PlanError, Sending, committed, plan_locked};
+use crate::send::accept::{PlanError, Sending, committed, plan_locked};
 use crate::store::StoreError;
 use crate::store::notifications::{self as store, Status};
 use crate::store::scheduled::{self, Due};

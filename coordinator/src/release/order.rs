@@ -11,7 +11,7 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::lanes::Lane;
+use crate::store::lanes::Lane;
 
 /// A figure per platform.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

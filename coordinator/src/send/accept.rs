@@ -9,7 +9,7 @@
 //!    jobs go into the outbox (`job_outbox`) and the row is marked
 //!    `harvesting`, then the transaction commits. A scheduled one (with a
 //!    `send_at`) is committed `scheduled` and planned the same way when it
-//!    fires ([`crate::firing`]).
+//!    fires ([`super::send_at::fire_next`]).
 //! 3. Only then is the job relay nudged: it publishes committed jobs with
 //!    publisher confirms (and would find them anyway on its next round, or
 //!    after a restart). So the 202 means the plan is durable, the answer
@@ -30,14 +30,14 @@ use tracing::{Instrument, info};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use uuid::Uuid;
 
-use crate::actors::job_relay::{JobRelay, JobsCommitted};
-use crate::actors::topic_counter::{PeekTopicCounts, TopicCounter};
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::lanes::Lane;
-use crate::planning::{AudienceEstimate, plan};
+use crate::release::relay::{JobRelay, JobsCommitted};
+use crate::send::plan::{AudienceEstimate, plan};
+use crate::send::topic_counter::{PeekTopicCounts, TopicCounter};
 use crate::store::StoreError;
 use crate::store::audit::{self, Action};
+use crate::store::lanes::Lane;
 use crate::store::notifications::{self as store, NewNotification, Status};
 use crate::store::outbox;
 

@@ -2,7 +2,7 @@
 //! (`job_outbox`) in the order they should reach devices, publishes them
 //! with publisher confirms, and marks them published.
 //!
-//! **What is released when** (see [`crate::scheduling`]): a round reads the
+//! **What is released when** (see [`crate::release`]): a round reads the
 //! notifications in flight, measures the delivery rate from their reports,
 //! and releases jobs only while the tokens released and not yet reported
 //! stay within the budget (a few seconds of delivery per platform), most
@@ -43,12 +43,12 @@ use tokio_postgres::GenericClient;
 use tracing::{Instrument, info, warn};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use super::Stop;
-use crate::lanes::Lane;
-use crate::scheduling::{
+use crate::release::{
     Budget, InFlight, PerPlatform, RateMeter, Release, Room, next_release, total_outstanding,
 };
+use crate::stop::Stop;
 use crate::store::StoreError;
+use crate::store::lanes::Lane;
 use crate::store::outbox::{self, WaitingJob};
 
 /// How often the relay looks for waiting jobs without being nudged: jobs

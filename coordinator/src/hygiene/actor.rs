@@ -19,8 +19,8 @@ use bb8::ManageConnection;
 use clarion_runtime::db::{DbError, Manager};
 use tracing::{info, warn};
 
-use super::Stop;
 use crate::hygiene::{HygienePlan, HygieneReport, Outcome, run};
+use crate::stop::Stop;
 use crate::store::StoreError;
 use crate::store::hygiene::DETAIL_TABLES;
 
