@@ -275,8 +275,8 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
             .app_data(health.clone())
             .wrap(actix_web::middleware::from_fn(api::audit::audit_admin_use))
             .wrap(actix_web::middleware::from_fn(api::middleware::observe))
-            .configure(console::configure)
-            .configure(api::configure)
+            .configure(console::routes::configure)
+            .configure(api::routes::configure)
     });
     // Signals are the binary's business (it stops the coordinator gracefully).
     server = server

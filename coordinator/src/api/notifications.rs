@@ -21,7 +21,7 @@ use crate::error::{ApiError, Problem};
 use crate::progress::completion::announce;
 use crate::progress::settle_cancelled;
 use crate::progress::timings::{Timings, reachable, timings};
-use crate::send::accept::{Accepted, Sending, accept};
+use crate::send::accept::{AcceptError, Accepted, Sending, accept};
 use crate::send::send_at::{parse_send_at, send_at_within_window};
 use crate::store::audit::{self, Action};
 use crate::store::lanes::Lane;
@@ -645,7 +645,7 @@ pub async fn send_notification(
     let outcome = match &accepted {
         Ok(Accepted::New { .. }) => "accepted",
         Ok(Accepted::Replay { .. }) => "replayed",
-        Err(ApiError::Conflict(_)) => "conflict",
+        Err(AcceptError::Conflict(_)) => "conflict",
         Err(_) => "failed",
     };
     metrics::counter!("clarion_coordinator_notifications_total", "outcome" => outcome, "lane" => lane.as_str())

@@ -15,7 +15,8 @@ pub mod order;
 pub mod rate;
 pub mod relay;
 
-pub use order::{InFlight, PerPlatform, Release, Room, next_release, total_outstanding};
+pub use crate::store::outbox::{InFlight, PerPlatform};
+pub use order::{Release, Room, next_release, total_outstanding};
 pub use rate::RateMeter;
 
 use std::time::Duration;

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
-use super::order::{InFlight, PerPlatform};
+use crate::store::outbox::{InFlight, PerPlatform};
 
 /// How long the remembered peak rate takes to halve.
 const PEAK_HALF_LIFE: Duration = Duration::from_secs(60);

@@ -31,7 +31,6 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 use uuid::Uuid;
 
 use crate::auth::Caller;
-use crate::error::ApiError;
 use crate::release::relay::{JobRelay, JobsCommitted};
 use crate::send::plan::{AudienceEstimate, plan};
 use crate::send::topic_counter::{PeekTopicCounts, TopicCounter};
@@ -80,12 +79,24 @@ impl From<tokio_postgres::Error> for PlanError {
     }
 }
 
-impl From<PlanError> for ApiError {
-    fn from(err: PlanError) -> Self {
-        match err {
-            PlanError::TopicCounterDown => ApiError::Unavailable(err.to_string()),
-            PlanError::Store(err) => err.into(),
-        }
+/// Why a send was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum AcceptError {
+    /// The id was sent before with other content.
+    #[error("notification {0} was already sent with different content; use a new id")]
+    Conflict(Uuid),
+    /// The row inserted (or found) was gone when read back under its lock.
+    #[error("notification {0} vanished while being accepted")]
+    Vanished(Uuid),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<DbError> for AcceptError {
+    fn from(err: DbError) -> Self {
+        AcceptError::Store(err.into())
     }
 }
 
@@ -99,7 +110,7 @@ pub async fn accept(
     lane: Lane,
     send_at: Option<DateTime<Utc>>,
     caller: &Caller,
-) -> Result<Accepted, ApiError> {
+) -> Result<Accepted, AcceptError> {
     let span = tracing::Span::current();
     let trace_id = trace_id_of(&span);
     // A scheduled send keeps its trace headers: its firing joins this trace.
@@ -119,13 +130,9 @@ pub async fn accept(
         },
     )
     .await?;
-    let stored = store::lock(&tx, id)
-        .await?
-        .ok_or_else(|| ApiError::Internal(format!("notification {id} vanished while being accepted")))?;
+    let stored = store::lock(&tx, id).await?.ok_or(AcceptError::Vanished(id))?;
     if stored.notification != notification || stored.lane != lane || stored.send_at != send_at {
-        return Err(ApiError::Conflict(format!(
-            "notification {id} was already sent with different content; use a new id"
-        )));
+        return Err(AcceptError::Conflict(id));
     }
     // Not stored by this request, and planned, scheduled or finished.
     // (An `accepted` row left unplanned by an older version is planned.)

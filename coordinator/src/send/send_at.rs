@@ -21,7 +21,6 @@ use tracing::{Instrument, info, warn};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use uuid::Uuid;
 
-use crate::error::ApiError;
 use crate::send::accept::{PlanError, Sending, committed, plan_locked};
 use crate::store::StoreError;
 use crate::store::notifications::{self as store, Status};
@@ -30,38 +29,57 @@ use crate::store::scheduled::{self, Due};
 /// How far ahead a notification may be scheduled.
 pub const MAX_AHEAD: Duration = Duration::from_secs(30 * 24 * 3600);
 
+/// What is wrong with a request's `send_at` (the API answers 422 with it).
+#[derive(Debug, thiserror::Error)]
+pub enum SendAtError {
+    #[error("`send_at` {shown:?} is not an RFC 3339 date-time such as 2030-01-31T18:00:00Z ({reason})")]
+    Unreadable {
+        /// The first 40 characters of what was sent.
+        shown: String,
+        reason: chrono::ParseError,
+    },
+    #[error(
+        "`send_at` {} is not in the future (it is now {}); leave `send_at` out to send now",
+        send_at.to_rfc3339(),
+        now.to_rfc3339()
+    )]
+    NotAhead {
+        send_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    },
+    #[error(
+        "`send_at` {} is more than 30 days ahead (the latest is {})",
+        send_at.to_rfc3339(),
+        latest.to_rfc3339()
+    )]
+    TooFarAhead {
+        send_at: DateTime<Utc>,
+        latest: DateTime<Utc>,
+    },
+}
+
 /// `send_at` as a request writes it, checked: RFC 3339, in the future, at
 /// most [`MAX_AHEAD`] from `now`; kept to the microsecond (what PostgreSQL
-/// stores, so a replay compares equal). 422 saying what is wrong.
-pub fn send_at_within_window(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, ApiError> {
+/// stores, so a replay compares equal).
+pub fn send_at_within_window(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, SendAtError> {
     let send_at = parse_send_at(text)?;
     if send_at <= now {
-        return Err(ApiError::Invalid(format!(
-            "`send_at` {} is not in the future (it is now {}); leave `send_at` out to send now",
-            send_at.to_rfc3339(),
-            now.to_rfc3339()
-        )));
+        return Err(SendAtError::NotAhead { send_at, now });
     }
     let latest = now + chrono::Duration::from_std(MAX_AHEAD).unwrap_or(chrono::Duration::MAX);
     if send_at > latest {
-        return Err(ApiError::Invalid(format!(
-            "`send_at` {} is more than 30 days ahead (the latest is {})",
-            send_at.to_rfc3339(),
-            latest.to_rfc3339()
-        )));
+        return Err(SendAtError::TooFarAhead { send_at, latest });
     }
     Ok(send_at)
 }
 
 /// `send_at` read as RFC 3339 (any offset), to the microsecond.
-pub fn parse_send_at(text: &str) -> Result<DateTime<Utc>, ApiError> {
+pub fn parse_send_at(text: &str) -> Result<DateTime<Utc>, SendAtError> {
     DateTime::parse_from_rfc3339(text)
         .map(|at| at.with_timezone(&Utc).trunc_subsecs(6))
-        .map_err(|err| {
-            ApiError::Invalid(format!(
-                "`send_at` {:?} is not an RFC 3339 date-time such as 2030-01-31T18:00:00Z ({err})",
-                text.chars().take(40).collect::<String>()
-            ))
+        .map_err(|reason| SendAtError::Unreadable {
+            shown: text.chars().take(40).collect(),
+            reason,
         })
 }
 
