@@ -4,6 +4,13 @@
 //! handlers of the reports, cleanup and dead-letter queues that turn
 //! reports into progress and cleanups.
 //!
+//! One place per feature: [`send`] (accept, plan, `send_at`), [`release`]
+//! (the job relay and the order and pace of release), [`consumers`] (the
+//! queues' handlers), [`progress`], [`hygiene`], [`console`] and [`auth`];
+//! [`api`] holds only the HTTP handlers and [`store`] only the SQL (it
+//! imports nothing above it). Domain errors become HTTP answers only in
+//! [`error`]; every metric is named in [`metrics`].
+//!
 //! [`start`] builds the whole service; `main` and the integration tests both
 //! use it. It must run inside an actix `System`.
 
@@ -14,6 +21,7 @@ pub mod console;
 pub mod consumers;
 pub mod error;
 pub mod hygiene;
+pub mod metrics;
 pub mod migrations;
 pub mod progress;
 pub mod release;
@@ -53,7 +61,6 @@ use crate::release::relay::JobRelay;
 use crate::send::scheduler::Scheduler;
 use crate::send::topic_counter::TopicCounter;
 use crate::stop::Stop;
-use crate::store::lanes::Lane;
 
 /// How the coordinator's spans are exported.
 pub fn trace_service() -> TraceService {
@@ -146,21 +153,8 @@ impl Coordinator {
 }
 
 /// Migrates the database, starts the actors and the HTTP server.
-/// Counters worth an alert exist from the start, at zero, instead of
-/// appearing with their first event (an alert on `rate()` needs a series).
-fn declare_counters() {
-    for lane in Lane::ALL {
-        metrics::counter!("clarion_coordinator_jobs_published_total", "lane" => lane.as_str()).increment(0);
-        metrics::counter!("clarion_coordinator_jobs_planned_total", "lane" => lane.as_str()).increment(0);
-    }
-    for outcome in ["reloaded", "invalid", "unreadable"] {
-        metrics::counter!("clarion_coordinator_api_keys_reloads_total", "outcome" => outcome).increment(0);
-    }
-    metrics::counter!("clarion_api_sends_rate_limited_total").increment(0);
-}
-
 pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
-    declare_counters();
+    metrics::declare();
     let apps = Arc::new(AppsFile::open(settings.apps_file.as_deref()).map_err(StartError::Apps)?);
     let (keys, keys_file) = match settings.initial_keys().map_err(StartError::ApiKeys)? {
         InitialKeys::Listed(keys) => (keys, None),

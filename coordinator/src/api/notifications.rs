@@ -18,6 +18,7 @@ use uuid::Uuid;
 use super::AppState;
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
+use crate::metrics;
 use crate::progress::completion::announce;
 use crate::progress::settle_cancelled;
 use crate::progress::timings::{Timings, reachable, timings};
@@ -648,8 +649,7 @@ pub async fn send_notification(
         Err(AcceptError::Conflict(_)) => "conflict",
         Err(_) => "failed",
     };
-    metrics::counter!("clarion_coordinator_notifications_total", "outcome" => outcome, "lane" => lane.as_str())
-        .increment(1);
+    metrics::NOTIFICATIONS.with([outcome, lane.as_str()]).increment(1);
     let accepted = accepted?;
     let (mut response, status) = match accepted {
         Accepted::New { status } => (HttpResponse::Accepted(), status),

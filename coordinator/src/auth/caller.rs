@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::rate::SendLimit;
 use super::topics::TopicRules;
+use crate::metrics;
 use crate::store::audit::Author;
 use crate::store::lanes::Lane;
 
@@ -194,7 +195,7 @@ impl Caller {
             return Ok(());
         };
         limit.check().map_err(|wait| {
-            metrics::counter!("clarion_api_sends_rate_limited_total").increment(1);
+            metrics::SENDS_RATE_LIMITED.get().increment(1);
             AuthError::RateLimited {
                 per_minute: limit.per_minute_rate(),
                 retry_after_secs: whole_seconds(wait),

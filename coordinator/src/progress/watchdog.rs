@@ -18,6 +18,7 @@ use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
 use tracing::{error, warn};
 
+use crate::metrics;
 use crate::stop::Stop;
 use crate::store::StoreError;
 use crate::store::notifications::{Stalled, fail_stalled};
@@ -60,8 +61,7 @@ impl Watchdog {
                     match looked {
                         Ok(stalled) => {
                             for notification in stalled {
-                                metrics::counter!("clarion_coordinator_notifications_stalled_total")
-                                    .increment(1);
+                                metrics::NOTIFICATIONS_STALLED.get().increment(1);
                                 error!(
                                     notification.id = %notification.id,
                                     reason = %notification.reason,

@@ -31,6 +31,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 use uuid::Uuid;
 
 use crate::auth::Caller;
+use crate::metrics;
 use crate::release::relay::{JobRelay, JobsCommitted};
 use crate::send::plan::{AudienceEstimate, plan};
 use crate::send::topic_counter::{PeekTopicCounts, TopicCounter};
@@ -148,7 +149,7 @@ pub async fn accept(
         audit::record(&tx, caller, Action::Send, &id.to_string(), &detail).await?;
         tx.commit().await.map_err(StoreError::from)?;
         info!(notification.id = %id, send_at = %send_at.to_rfc3339(), "notification scheduled");
-        metrics::counter!("clarion_coordinator_notifications_scheduled_total").increment(1);
+        metrics::NOTIFICATIONS_SCHEDULED.get().increment(1);
         return Ok(Accepted::New {
             status: Status::Scheduled,
         });
@@ -223,7 +224,8 @@ pub fn committed(sending: Sending<'_>, lane: Lane, jobs: u32) {
     // A nudge, not a hand-over: the relay finds committed jobs by itself, so
     // a full mailbox (nudges already waiting) loses nothing.
     let _ = sending.relay.try_send(JobsCommitted);
-    metrics::counter!("clarion_coordinator_jobs_planned_total", "lane" => lane.as_str())
+    metrics::JOBS_PLANNED
+        .with([lane.as_str()])
         .increment(u64::from(jobs));
 }
 

@@ -16,6 +16,7 @@ use clarion_runtime::PgPool;
 use tracing::warn;
 
 use super::topic_counter::TopicCounter;
+use crate::metrics;
 use crate::release::relay::JobRelay;
 use crate::send::accept::Sending;
 use crate::send::send_at::{Fired, fire_next};
@@ -74,7 +75,7 @@ impl Scheduler {
                     Ok(None) => break,
                     Err(err) => {
                         warn!(error = %err, "scheduled notifications could not be fired; retrying");
-                        metrics::counter!("clarion_coordinator_scheduler_failures_total").increment(1);
+                        metrics::SCHEDULER_FAILURES.get().increment(1);
                         break;
                     }
                 }

@@ -21,6 +21,7 @@ use tracing::{Instrument, info, warn};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use uuid::Uuid;
 
+use crate::metrics;
 use crate::send::accept::{PlanError, Sending, committed, plan_locked};
 use crate::store::StoreError;
 use crate::store::notifications::{self as store, Status};
@@ -123,8 +124,8 @@ pub async fn fire_next(sending: Sending<'_>) -> Result<Option<Fired>, PlanError>
     tx.commit().await?;
     committed(sending, stored.lane, jobs);
     let late = (Utc::now() - due.send_at).to_std().unwrap_or_default();
-    metrics::counter!("clarion_coordinator_scheduled_fired_total").increment(1);
-    metrics::histogram!("clarion_coordinator_scheduled_fire_lateness_seconds").record(late.as_secs_f64());
+    metrics::SCHEDULED_FIRED.get().increment(1);
+    metrics::SCHEDULED_FIRE_LATENESS.get().record(late.as_secs_f64());
     span.in_scope(|| {
         info!(
             notification.id = %due.id,
