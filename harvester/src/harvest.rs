@@ -64,7 +64,7 @@ pub struct HarvestContext {
 /// cancelled while this process was down is known first); a cancelled
 /// notification stops the harvest: the totals then cover the batches
 /// published before the cancellation arrived. The batches the
-/// [`ledger`](crate::ledger) says an earlier attempt had published (a
+/// [`ledger`] says an earlier attempt had published (a
 /// redelivery, or the same job published twice) are skipped; the totals
 /// count them all the same.
 pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals, HarvestError> {

@@ -1,7 +1,7 @@
 //! API keys and scopes: `Authorization: Bearer <key>` on every endpoint but
 //! the open ones. Keys come from `CLARION_API_KEYS` (`key=scope+scope,...`)
 //! or from a keys file re-read when it changes (`CLARION_API_KEYS_FILE`,
-//! [`file`]); one of the two is required unless `--dev` is given.
+//! [`file`](mod@file)); one of the two is required unless `--dev` is given.
 //!
 //! A caller is identified by its key's name and a short fingerprint of the
 //! key ([`keys`]), never by the key; a key may carry a send rate ([`rate`]).

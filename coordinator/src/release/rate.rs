@@ -3,7 +3,7 @@
 //! Each relay round reads how many tokens every notification in flight has
 //! had reported; the growth between rounds, over a sliding window, is the
 //! rate at which the dispatchers of each platform get through their
-//! queues. The highest rate seen decays slowly (half-life [`PEAK_HALF_LIFE`])
+//! queues. The highest rate seen decays slowly (half-life `PEAK_HALF_LIFE`)
 //! and is used while it is higher, so the next send starts with the budget
 //! the last one earned instead of ramping up from the floor.
 //!

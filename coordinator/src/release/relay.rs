@@ -18,8 +18,8 @@
 //! publishes them and marks them published once all are confirmed, in the
 //! claiming transaction — one notification per transaction, so no
 //! transaction lasts longer than one publish deadline. Rounds run when a
-//! send commits a plan (a nudge), every [`POLL`] while jobs wait for room,
-//! and every [`TICK`], so jobs left by a broker outage or a coordinator
+//! send commits a plan (a nudge), every `POLL` while jobs wait for room,
+//! and every `TICK`, so jobs left by a broker outage or a coordinator
 //! crash are published as soon as the broker is back. At-least-once: a
 //! crash between a confirm and the commit publishes those jobs again; their
 //! reports are counted once.

@@ -1,7 +1,7 @@
 //! The scheduler: fires scheduled notifications when their time comes.
 //!
 //! Every [`EVERY`] it fires, one transaction each, the notifications due
-//! ([`crate::send::send_at::fire_next`]), at most [`ROUND_LIMIT`] a round, one
+//! ([`crate::send::send_at::fire_next`]), at most `ROUND_LIMIT` a round, one
 //! round at a time. The database decides what is due and who fires it, so
 //! every replica runs a scheduler, a restart loses nothing, and each
 //! notification fires once. Counted in
