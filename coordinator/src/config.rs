@@ -5,10 +5,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::actors::job_relay::Scheduling;
 use crate::hygiene::HygienePlan;
 use crate::progress::completion::Valve;
-use crate::scheduling::Budget;
+use crate::release::Budget;
+use crate::release::relay::Scheduling;
 use clap::Parser;
 use clap::builder::BoolishValueParser;
 use clarion_runtime::telemetry::OtlpSettings;

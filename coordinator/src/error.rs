@@ -8,24 +8,19 @@ use serde::Serialize;
 use tracing::error;
 use utoipa::ToSchema;
 
-use crate::auth::Scope;
+use crate::auth::AuthError;
+use crate::send::accept::{AcceptError, PlanError};
+use crate::send::send_at::SendAtError;
 use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     #[error("{0}")]
     Unauthenticated(&'static str),
-    #[error("this API key lacks the `{}` scope", .0.as_str())]
-    Forbidden(Scope),
-    /// The key's `lanes` leave this lane out.
-    #[error("this API key may not send in the {lane}; it may send in: {allowed}")]
-    LaneNotAllowed { lane: String, allowed: String },
-    /// The key's `topics` leave this topic out.
-    #[error("this API key may not send to topic `{topic}`; its `topics` rule allows: {allowed}")]
-    TopicNotAllowed { topic: String, allowed: String },
-    /// The key's `apps` leave this app out.
-    #[error("this API key may not use app `{app}`; its `apps` rule allows: {allowed}")]
-    AppNotAllowed { app: String, allowed: String },
+    /// The key may not do this (scope, lane, topic, app), or its send
+    /// allowance is used up.
+    #[error(transparent)]
+    Auth(#[from] AuthError),
     /// A console request that changes something without its session's
     /// `X-CSRF-Token`.
     #[error(
@@ -50,9 +45,6 @@ pub enum ApiError {
     MethodNotAllowed { method: String, allow: String },
     #[error("{0}")]
     Conflict(String),
-    /// The key's send allowance (`sends_per_minute`) is used up.
-    #[error("this API key may send {per_minute} notifications a minute; retry in {retry_after_secs} s")]
-    RateLimited { per_minute: u32, retry_after_secs: u64 },
     /// A dependency (database, broker) is unavailable; retry later.
     #[error("{0}")]
     Unavailable(String),
@@ -66,10 +58,8 @@ impl ApiError {
     pub fn kind(&self) -> &'static str {
         match self {
             ApiError::Unauthenticated(_) => "unauthenticated",
-            ApiError::Forbidden(_)
-            | ApiError::LaneNotAllowed { .. }
-            | ApiError::TopicNotAllowed { .. }
-            | ApiError::AppNotAllowed { .. } => "forbidden",
+            ApiError::Auth(AuthError::RateLimited { .. }) => "rate-limited",
+            ApiError::Auth(_) => "forbidden",
             ApiError::CsrfRejected => "csrf-rejected",
             ApiError::NotFound(_) => "not-found",
             ApiError::Invalid(_) => "invalid-request",
@@ -78,7 +68,6 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
             ApiError::MethodNotAllowed { .. } => "method-not-allowed",
             ApiError::Conflict(_) => "conflict",
-            ApiError::RateLimited { .. } => "rate-limited",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Internal(_) => "internal",
         }
@@ -87,10 +76,8 @@ impl ApiError {
     fn title(&self) -> &'static str {
         match self {
             ApiError::Unauthenticated(_) => "Authentication required",
-            ApiError::Forbidden(_)
-            | ApiError::LaneNotAllowed { .. }
-            | ApiError::TopicNotAllowed { .. }
-            | ApiError::AppNotAllowed { .. } => "Not allowed for this key",
+            ApiError::Auth(AuthError::RateLimited { .. }) => "Too many sends",
+            ApiError::Auth(_) => "Not allowed for this key",
             ApiError::CsrfRejected => "Cross-site request refused",
             ApiError::NotFound(_) => "Not found",
             ApiError::Invalid(_) => "Invalid request",
@@ -99,7 +86,6 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => "Unsupported media type",
             ApiError::MethodNotAllowed { .. } => "Method not allowed",
             ApiError::Conflict(_) => "Conflict",
-            ApiError::RateLimited { .. } => "Too many sends",
             ApiError::Unavailable(_) => "Service unavailable",
             ApiError::Internal(_) => "Internal error",
         }
@@ -139,11 +125,8 @@ impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
             ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_)
-            | ApiError::LaneNotAllowed { .. }
-            | ApiError::TopicNotAllowed { .. }
-            | ApiError::AppNotAllowed { .. }
-            | ApiError::CsrfRejected => StatusCode::FORBIDDEN,
+            ApiError::Auth(AuthError::RateLimited { .. }) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Auth(_) | ApiError::CsrfRejected => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Malformed(_) => StatusCode::BAD_REQUEST,
@@ -151,7 +134,6 @@ impl ResponseError for ApiError {
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
-            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -183,7 +165,7 @@ impl ResponseError for ApiError {
         if matches!(self, ApiError::Unavailable(_)) {
             response.insert_header((header::RETRY_AFTER, "5"));
         }
-        if let ApiError::RateLimited { retry_after_secs, .. } = self {
+        if let ApiError::Auth(AuthError::RateLimited { retry_after_secs, .. }) = self {
             response.insert_header((header::RETRY_AFTER, retry_after_secs.to_string()));
         }
         response.json(problem)
@@ -215,6 +197,33 @@ impl From<StoreError> for ApiError {
             }
             StoreError::Corrupt(detail) => ApiError::Internal(detail),
         }
+    }
+}
+
+impl From<PlanError> for ApiError {
+    fn from(err: PlanError) -> Self {
+        match err {
+            PlanError::TopicCounterDown => ApiError::Unavailable(err.to_string()),
+            PlanError::Store(err) => err.into(),
+        }
+    }
+}
+
+impl From<AcceptError> for ApiError {
+    fn from(err: AcceptError) -> Self {
+        match err {
+            AcceptError::Conflict(_) => ApiError::Conflict(err.to_string()),
+            AcceptError::Vanished(_) => ApiError::Internal(err.to_string()),
+            AcceptError::Plan(err) => err.into(),
+            AcceptError::Store(err) => err.into(),
+        }
+    }
+}
+
+/// A `send_at` out of its window or unreadable: 422 saying what is wrong.
+impl From<SendAtError> for ApiError {
+    fn from(err: SendAtError) -> Self {
+        ApiError::Invalid(err.to_string())
     }
 }
 

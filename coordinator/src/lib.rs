@@ -4,24 +4,29 @@
 //! handlers of the reports, cleanup and dead-letter queues that turn
 //! reports into progress and cleanups.
 //!
+//! One place per feature: [`send`] (accept, plan, `send_at`), [`release`]
+//! (the job relay and the order and pace of release), [`consumers`] (the
+//! queues' handlers), [`progress`], [`hygiene`], [`console`] and [`auth`];
+//! [`api`] holds only the HTTP handlers and [`store`] only the SQL (it
+//! imports nothing above it). Domain errors become HTTP answers only in
+//! [`error`]; every metric is named in [`metrics`].
+//!
 //! [`start`] builds the whole service; `main` and the integration tests both
 //! use it. It must run inside an actix `System`.
 
-pub mod actors;
 pub mod api;
 pub mod auth;
 pub mod config;
 pub mod console;
+pub mod consumers;
 pub mod error;
-pub mod handlers;
 pub mod hygiene;
-pub mod lanes;
+pub mod metrics;
 pub mod migrations;
-pub mod planning;
 pub mod progress;
-pub mod scheduled;
-pub mod scheduling;
-pub mod sending;
+pub mod release;
+pub mod send;
+pub mod stop;
 pub mod store;
 
 use std::net::SocketAddr;
@@ -42,20 +47,20 @@ use clarion_runtime::tls::{LINK_CHECK_TIMEOUT, LinkError, TlsError, Trust};
 use clarion_runtime::{BrokerLink, db};
 use tracing::{info, warn};
 
-use crate::actors::Stop;
-use crate::actors::hygiene::Hygiene;
-use crate::actors::job_relay::JobRelay;
-use crate::actors::scheduler::Scheduler;
-use crate::actors::topic_counter::TopicCounter;
-use crate::actors::watchdog::Watchdog;
 use crate::api::AppState;
 use crate::auth::ApiKeys;
 use crate::config::InitialKeys;
 pub use crate::config::Settings;
-use crate::handlers::cleanup::CleanupHandler;
-use crate::handlers::dead_letters::DeadLetterHandler;
-use crate::handlers::reports::ReportHandler;
+use crate::consumers::cleanup::CleanupHandler;
+use crate::consumers::dead_letters::DeadLetterHandler;
+use crate::consumers::reports::ReportHandler;
+use crate::hygiene::actor::Hygiene;
 use crate::migrations::MigrationError;
+use crate::progress::watchdog::Watchdog;
+use crate::release::relay::JobRelay;
+use crate::send::scheduler::Scheduler;
+use crate::send::topic_counter::TopicCounter;
+use crate::stop::Stop;
 
 /// How the coordinator's spans are exported.
 pub fn trace_service() -> TraceService {
@@ -152,21 +157,8 @@ impl Coordinator {
 }
 
 /// Migrates the database, starts the actors and the HTTP server.
-/// Counters worth an alert exist from the start, at zero, instead of
-/// appearing with their first event (an alert on `rate()` needs a series).
-fn declare_counters() {
-    for lane in lanes::Lane::ALL {
-        metrics::counter!("clarion_coordinator_jobs_published_total", "lane" => lane.as_str()).increment(0);
-        metrics::counter!("clarion_coordinator_jobs_planned_total", "lane" => lane.as_str()).increment(0);
-    }
-    for outcome in ["reloaded", "invalid", "unreadable"] {
-        metrics::counter!("clarion_coordinator_api_keys_reloads_total", "outcome" => outcome).increment(0);
-    }
-    metrics::counter!("clarion_api_sends_rate_limited_total").increment(0);
-}
-
 pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
-    declare_counters();
+    metrics::declare();
     let apps = Arc::new(AppsFile::open(settings.apps_file.as_deref()).map_err(StartError::Apps)?);
     let (keys, keys_file) = match settings.initial_keys().map_err(StartError::ApiKeys)? {
         InitialKeys::Listed(keys) => (keys, None),
@@ -294,8 +286,8 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
             .app_data(health.clone())
             .wrap(actix_web::middleware::from_fn(api::audit::audit_admin_use))
             .wrap(actix_web::middleware::from_fn(api::middleware::observe))
-            .configure(console::configure)
-            .configure(api::configure)
+            .configure(console::routes::configure)
+            .configure(api::routes::configure)
     });
     // Signals are the binary's business (it stops the coordinator gracefully).
     server = server

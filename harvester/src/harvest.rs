@@ -21,6 +21,7 @@ use tracing::{Instrument, info};
 
 use crate::batching::{BatchCutter, BatchTotals};
 use crate::ledger::{self, Entry, Ledger};
+use crate::metrics;
 
 /// One topic: the primary key yields rows already ordered by (shard, token).
 const ONE_TOPIC: &str = "SELECT token, platform, apns_environment, locale FROM registrations
@@ -167,7 +168,7 @@ pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals
             skipped,
             "batches an earlier attempt had published were not published again"
         );
-        metrics::counter!("clarion_harvester_batches_skipped_total").increment(u64::from(skipped));
+        metrics::BATCHES_SKIPPED.get().increment(u64::from(skipped));
     }
     Ok(published)
 }

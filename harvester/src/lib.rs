@@ -12,6 +12,7 @@ pub mod config;
 pub mod handlers;
 pub mod harvest;
 pub mod ledger;
+pub mod metrics;
 
 use std::time::Duration;
 
@@ -96,6 +97,7 @@ type Parts = (PgPool, BrokerLink, Vec<Addr<QueueConsumer<ShardJobHandler>>>);
 /// Starts the harvest actors on their own arbiter and serves the health
 /// endpoints. Must run inside an actix `System`.
 pub async fn start(settings: Settings) -> Result<Harvester, StartError> {
+    metrics::describe();
     // A link that asks for TLS must work before anything starts.
     let trust = Trust::load(&settings.tls)?;
     PgTarget::new(&settings.database.url, &trust)

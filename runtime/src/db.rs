@@ -132,7 +132,7 @@ mod tests {
     use super::*;
 
     fn trust() -> Trust {
-        Trust::load(&crate::TlsSettings::default()).unwrap()
+        Trust::load(&crate::settings::TlsSettings::default()).unwrap()
     }
 
     fn database_url() -> String {

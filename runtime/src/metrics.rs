@@ -2,12 +2,18 @@
 //! `metrics-exporter-prometheus`), rendered at `GET /metrics` by every
 //! service. Names follow `clarion_<subsystem>_<name>_<unit>`; labels have
 //! fixed, low-cardinality values (never a token, key or error text).
+//!
+//! Each service names every metric it emits — name, help and label names —
+//! in its own `metrics.rs` with [`CounterVec`], [`GaugeVec`] and
+//! [`HistogramVec`] (as quickwit's `metrics.rs` does); nothing else in a
+//! service spells a metric name.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use actix_web::{HttpResponse, get, web};
+use metrics::{Label, SharedString};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 use crate::db::PgPool;
@@ -112,3 +118,69 @@ pub fn watch_queue_consumers(
         }
     })
 }
+
+/// Declares a family of series of one kind: its name, help and label
+/// names, and how one series of it is picked.
+macro_rules! family {
+    ($(#[$doc:meta])* $family:ident, $handle:ident, $register:ident, $describe:ident) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $family<const N: usize> {
+            pub name: &'static str,
+            pub help: &'static str,
+            /// The label names; every series gives a value for each.
+            pub labels: [&'static str; N],
+        }
+
+        impl<const N: usize> $family<N> {
+            pub const fn new(name: &'static str, help: &'static str, labels: [&'static str; N]) -> Self {
+                Self { name, help, labels }
+            }
+
+            /// The series the label `values` pick, in the order of `labels`.
+            pub fn with<V: Into<SharedString>>(&self, values: [V; N]) -> metrics::$handle {
+                let labels: Vec<Label> = self
+                    .labels
+                    .iter()
+                    .zip(values)
+                    .map(|(name, value)| Label::new(*name, value))
+                    .collect();
+                metrics::$register!(self.name, labels)
+            }
+
+            /// Gives the recorder the help text (`# HELP` on `/metrics`).
+            pub fn describe(&self) {
+                metrics::$describe!(self.name, self.help);
+            }
+        }
+
+        impl $family<0> {
+            /// The one series of a metric without labels.
+            pub fn get(&self) -> metrics::$handle {
+                metrics::$register!(self.name)
+            }
+        }
+    };
+}
+
+family!(
+    /// A counter (`_total`): how many times something happened.
+    CounterVec,
+    Counter,
+    counter,
+    describe_counter
+);
+family!(
+    /// A gauge: a value that goes up and down.
+    GaugeVec,
+    Gauge,
+    gauge,
+    describe_gauge
+);
+family!(
+    /// A histogram (the recorder's buckets, see [`install`]).
+    HistogramVec,
+    Histogram,
+    histogram,
+    describe_histogram
+);

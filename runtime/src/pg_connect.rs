@@ -241,7 +241,7 @@ mod tests {
                 }
             }
         });
-        let trust = Trust::load(&crate::TlsSettings::default()).unwrap();
+        let trust = Trust::load(&crate::settings::TlsSettings::default()).unwrap();
         let url = format!("postgres://u@127.0.0.1:{}/x?sslmode=require", addr.port());
         let target = PgTarget::new(&url, &trust).unwrap();
         let error = target.check_tls(Duration::from_secs(10)).await.unwrap_err();

@@ -14,6 +14,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
+use crate::metrics;
 use crate::store::audit::{self, Action, AuditEntry};
 
 /// Records most a page holds.
@@ -159,7 +160,7 @@ pub async fn audit_admin_use(
         };
         if let Err(err) = recorded {
             error!(key = %caller.key_id, error = %err, "could not record an admin request in the audit log");
-            metrics::counter!("clarion_coordinator_audit_failures_total").increment(1);
+            metrics::AUDIT_FAILURES.get().increment(1);
         }
     }
     Ok(response)

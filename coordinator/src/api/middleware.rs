@@ -13,6 +13,8 @@ use tracing::Instrument;
 use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
+use crate::metrics;
+
 pub async fn observe(
     request: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -36,14 +38,11 @@ pub async fn observe(
     let response = next.call(request).instrument(span.clone()).await?;
     let status = response.status().as_u16();
     span.record("http.response.status_code", status);
-    metrics::counter!(
-        "clarion_api_requests_total",
-        "method" => method,
-        "route" => route.clone(),
-        "status" => status.to_string()
-    )
-    .increment(1);
-    metrics::histogram!("clarion_api_request_duration_seconds", "route" => route)
+    metrics::API_REQUESTS
+        .with([method.to_owned(), route.clone(), status.to_string()])
+        .increment(1);
+    metrics::API_REQUEST_DURATION
+        .with([route])
         .record(started.elapsed().as_secs_f64());
     Ok(response)
 }

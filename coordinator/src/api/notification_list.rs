@@ -13,7 +13,7 @@ use super::AppState;
 use super::notifications::{NotificationStatus, status_of};
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
-use crate::lanes::Lane;
+use crate::store::lanes::Lane;
 use crate::store::notification_list::{self, ListFilter};
 use crate::store::notifications::Status;
 

@@ -18,13 +18,14 @@ use uuid::Uuid;
 use super::{AppState, AppUse};
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
-use crate::lanes::Lane;
+use crate::metrics;
 use crate::progress::completion::announce;
 use crate::progress::settle_cancelled;
 use crate::progress::timings::{Timings, reachable, timings};
-use crate::scheduled::{parse_send_at, send_at_within_window};
-use crate::sending::{Accepted, Sending, accept};
+use crate::send::accept::{AcceptError, Accepted, Sending, accept};
+use crate::send::send_at::{parse_send_at, send_at_within_window};
 use crate::store::audit::{self, Action};
+use crate::store::lanes::Lane;
 use crate::store::notifications::{self as store, Cancel, PlatformDelivery, StoredNotification};
 
 /// A breaking-news alert (or a silent background update) for one or more
@@ -647,11 +648,10 @@ pub async fn send_notification(
     let outcome = match &accepted {
         Ok(Accepted::New { .. }) => "accepted",
         Ok(Accepted::Replay { .. }) => "replayed",
-        Err(ApiError::Conflict(_)) => "conflict",
+        Err(AcceptError::Conflict(_)) => "conflict",
         Err(_) => "failed",
     };
-    metrics::counter!("clarion_coordinator_notifications_total", "outcome" => outcome, "lane" => lane.as_str())
-        .increment(1);
+    metrics::NOTIFICATIONS.with([outcome, lane.as_str()]).increment(1);
     let accepted = accepted?;
     let (mut response, status) = match accepted {
         Accepted::New { status } => (HttpResponse::Accepted(), status),

@@ -11,7 +11,7 @@ use super::AppState;
 use super::notifications::{NotificationStatus, ReadRequest, SendRequest, find, status_of};
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
-use crate::scheduled::send_at_within_window;
+use crate::send::send_at::send_at_within_window;
 use crate::store::audit::{self, Action};
 use crate::store::notifications::{self as store, Status};
 use crate::store::scheduled;

@@ -7,9 +7,9 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::registrations::{AppQuery, usable_app};
 use super::{AppState, AppUse};
-use crate::actors::topic_counter::{CountError, GetTopicCounts};
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
+use crate::send::topic_counter::{CountError, GetTopicCounts};
 use crate::store::registrations::DEFAULT_APP;
 use crate::store::topics::{TopicCounts, count, search};
 

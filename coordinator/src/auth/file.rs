@@ -13,6 +13,7 @@ use std::time::Duration;
 use tracing::{error, info};
 
 use super::{ApiKeys, KeySet};
+use crate::metrics;
 
 /// Reads and parses the keys file; returns its keys and its text.
 pub fn load(path: &Path) -> Result<(KeySet, String), String> {
@@ -69,5 +70,5 @@ pub fn watch(path: PathBuf, keys: ApiKeys, mut text: String, every: Duration) ->
 }
 
 fn count(outcome: &'static str) {
-    metrics::counter!("clarion_coordinator_api_keys_reloads_total", "outcome" => outcome).increment(1);
+    metrics::API_KEYS_RELOADS.with([outcome]).increment(1);
 }

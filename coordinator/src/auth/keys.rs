@@ -14,10 +14,10 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use super::caller::{Caller, LaneSet, Scope};
 use super::rate::SendLimit;
 use super::topics::TopicRules;
-use super::{Caller, LaneSet, Scope};
-use crate::lanes::Lane;
+use crate::store::lanes::Lane;
 
 /// One configured key.
 #[derive(Clone)]
@@ -335,7 +335,7 @@ fn fingerprint_hint(item: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::ApiError;
+    use crate::auth::caller::AuthError;
 
     #[test]
     fn keys_get_their_scopes_and_admin_implies_all() {
@@ -344,7 +344,7 @@ mod tests {
         assert!(app.require(Scope::Register).is_ok());
         assert!(matches!(
             app.require(Scope::Send),
-            Err(ApiError::Forbidden(Scope::Send))
+            Err(AuthError::Forbidden(Scope::Send))
         ));
         let desk = keys.identify("desk-k3y").unwrap();
         assert!(desk.require(Scope::Send).is_ok() && desk.require(Scope::Register).is_ok());

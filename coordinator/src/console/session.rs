@@ -51,7 +51,7 @@ pub struct SessionInfo {
     pub trace_url_template: Option<String>,
 }
 
-// Paths are relative to the `/console` scope of `super::configure`.
+// Paths are relative to the `/console` scope of `super::routes::configure`.
 
 /// Signs in: 200 with the session and its cookie, 401 for an unknown key,
 /// 403 for a key that may not send.

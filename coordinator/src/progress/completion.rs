@@ -18,6 +18,7 @@ use tracing::{error, info};
 use uuid::Uuid;
 
 use super::timings::{NINETY_IN_TWO_MS, Timings, reachable, timings};
+use crate::metrics;
 use crate::store::StoreError;
 use crate::store::delivery::{
     SegmentCounts, delete_registrations, finished, mark_complete, segment_counts, take_held_tokens,
@@ -106,8 +107,7 @@ pub fn announce(id: Uuid, completion: &Completion, valve: Valve) {
     let t = completion.timings;
     count(completion);
     for segment in &completion.suspect_segments {
-        metrics::counter!("clarion_coordinator_valve_tripped_total", "segment" => segment_label(segment))
-            .increment(1);
+        metrics::VALVE_TRIPPED.with([segment_label(segment)]).increment(1);
         error!(
             notification.id = %id,
             segment = %segment,
@@ -146,7 +146,8 @@ fn count(completion: &Completion) {
     let t = completion.timings;
     for (quantile, ms) in [("t50", t.t50_ms), ("t90", t.t90_ms), ("t99", t.t99_ms)] {
         if let Some(ms) = ms {
-            metrics::histogram!("clarion_coordinator_time_to_delivery_seconds", "quantile" => quantile)
+            metrics::TIME_TO_DELIVERY
+                .with([quantile])
                 .record(f64::from(ms) / 1000.0);
         }
     }
@@ -156,9 +157,9 @@ fn count(completion: &Completion) {
     } else {
         MET_NINETY_IN_TWO.load(Ordering::Relaxed)
     };
-    metrics::counter!("clarion_coordinator_notifications_completed_total").increment(1);
-    metrics::gauge!("clarion_coordinator_ninety_in_two_ratio").set(met as f64 / completed as f64);
-    metrics::counter!("clarion_coordinator_registrations_deleted_total").increment(completion.deleted);
+    metrics::NOTIFICATIONS_COMPLETED.get().increment(1);
+    metrics::NINETY_IN_TWO.get().set(met as f64 / completed as f64);
+    metrics::REGISTRATIONS_DELETED.get().increment(completion.deleted);
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
 use uuid::Uuid;
 
+use crate::metrics;
 use crate::store::StoreError;
 use crate::store::delivery::{delete_registrations, lock};
 use crate::store::held::take_batch;
@@ -75,7 +76,9 @@ pub async fn settle_held(
         }
     }
     if registrations_deleted > 0 {
-        metrics::counter!("clarion_coordinator_registrations_deleted_total").increment(registrations_deleted);
+        metrics::REGISTRATIONS_DELETED
+            .get()
+            .increment(registrations_deleted);
     }
     Ok(Settled::Done {
         tokens,

@@ -1,12 +1,15 @@
 //! A notification's progress: each job, batch and cleanup report counted
 //! once into its row (one transaction each), its timings and 90in2
 //! ([`timings`]), and its completion with the safety valve on gone and
-//! invalid tokens per segment ([`completion`]). The SQL lives in [`crate::store`]; the queue
-//! handlers in [`crate::handlers`] call in here.
+//! invalid tokens per segment ([`completion`]), the held tokens an admin
+//! releases or discards ([`held`]), and the [`watchdog`] that fails a
+//! notification that stopped making progress. The SQL lives in
+//! [`crate::store`]; the queue handlers in [`crate::consumers`] call in here.
 
 pub mod completion;
 pub mod held;
 pub mod timings;
+pub mod watchdog;
 
 use clarion_proto::platform::segment;
 use clarion_proto::{CleanupReason, DeliveryReport, JobReport, TokenCleanup};

@@ -5,7 +5,13 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::GenericClient;
 
 use super::StoreError;
-use crate::auth::Caller;
+
+/// Who did an audited action: the key's fingerprint and its name (the
+/// API's `Caller` is one).
+pub trait Author {
+    fn key_id(&self) -> &str;
+    fn key_name(&self) -> &str;
+}
 
 /// The actions recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +60,7 @@ impl Action {
 /// Records that `caller` did `action` to `target`.
 pub async fn record(
     client: &impl GenericClient,
-    caller: &Caller,
+    caller: &impl Author,
     action: Action,
     target: &str,
     detail: &str,
@@ -63,8 +69,8 @@ pub async fn record(
         .execute(
             "INSERT INTO audit_log (key_id, key_name, action, target, detail) VALUES ($1, $2, $3, $4, $5)",
             &[
-                &caller.key_id,
-                &caller.key_name,
+                &caller.key_id(),
+                &caller.key_name(),
                 &action.as_str(),
                 &target,
                 &detail,

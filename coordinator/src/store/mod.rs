@@ -7,6 +7,7 @@ pub mod console_sessions;
 pub mod delivery;
 pub mod held;
 pub mod hygiene;
+pub mod lanes;
 pub mod notification_list;
 pub mod notifications;
 pub mod outbox;

@@ -11,7 +11,7 @@ use tokio_postgres::{GenericClient, Row, Transaction};
 use uuid::Uuid;
 
 use super::{Counted, StoreError};
-use crate::lanes::Lane;
+use crate::store::lanes::Lane;
 
 /// A notification's life, as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,8 +8,7 @@ use tokio_postgres::{GenericClient, Row, Transaction};
 use uuid::Uuid;
 
 use super::StoreError;
-use crate::lanes::Lane;
-use crate::scheduling::{InFlight, PerPlatform};
+use super::lanes::Lane;
 
 /// A committed job the broker has not confirmed yet, with what its message
 /// needs from the notification.
@@ -25,6 +24,44 @@ pub struct WaitingJob {
     pub notification: Notification,
     /// W3C trace headers of the notification's planning span.
     pub trace_context: Vec<(String, String)>,
+}
+
+/// A figure per platform.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PerPlatform<T> {
+    pub ios: T,
+    pub android: T,
+}
+
+impl<T: Copy> PerPlatform<T> {
+    pub fn map<U>(self, f: impl Fn(T) -> U) -> PerPlatform<U> {
+        PerPlatform {
+            ios: f(self.ios),
+            android: f(self.android),
+        }
+    }
+}
+
+/// A notification in flight, as the relay sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InFlight {
+    pub id: Uuid,
+    pub lane: Lane,
+    /// When it was sent (a scheduled one: when it fired).
+    pub sent_at: DateTime<Utc>,
+    pub jobs_planned: u32,
+    /// Jobs the broker confirmed.
+    pub jobs_released: u32,
+    /// Jobs still in the outbox.
+    pub jobs_waiting: u32,
+    /// Jobs whose harvest was reported (done or failed).
+    pub jobs_reported: u32,
+    /// The planner's audience estimate (`None`: some topic size was unknown).
+    pub audience_estimate: Option<u64>,
+    /// Tokens the reported harvests found.
+    pub harvested: PerPlatform<u64>,
+    /// Tokens whose outcome the dispatchers reported.
+    pub reported: PerPlatform<u64>,
 }
 
 /// Stores the plan of a notification: one waiting row per shard range, in

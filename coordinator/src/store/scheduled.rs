@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::notifications::to_json;
-use crate::lanes::Lane;
+use crate::store::lanes::Lane;
 
 /// A scheduled notification whose time has come, locked for the rest of
 /// the claiming transaction.

@@ -66,7 +66,7 @@ const TOPICS_WALKED: i32 = 10_000;
 ///
 /// A skip scan of the primary key: one index probe per distinct topic (a
 /// recursive query), never a scan of the registrations themselves; it gives
-/// up after [`TOPICS_WALKED`] topics.
+/// up after `TOPICS_WALKED` topics.
 pub async fn search(pool: &PgPool, app: &str, text: &str, limit: u32) -> Result<Vec<String>, DbError> {
     let conn = pool.get().await?;
     let rows = conn

@@ -29,6 +29,7 @@ use tracing::{Instrument, info, warn};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::harvest::{HarvestContext, HarvestError, harvest};
+use crate::metrics;
 
 /// Longest pause before a failed job is retried.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
@@ -76,15 +77,11 @@ impl DeliveryHandler for ShardJobHandler {
                         let tokens = ios + android;
                         span.record("tokens", tokens);
                         span.record("batches", batches);
-                        metrics::counter!("clarion_harvester_jobs_total", "outcome" => "harvested")
-                            .increment(1);
-                        metrics::counter!("clarion_harvester_tokens_total", "platform" => "ios")
-                            .increment(ios);
-                        metrics::counter!("clarion_harvester_tokens_total", "platform" => "android")
-                            .increment(android);
-                        metrics::counter!("clarion_harvester_batches_total").increment(u64::from(batches));
-                        metrics::histogram!("clarion_harvester_job_duration_seconds")
-                            .record(elapsed.as_secs_f64());
+                        metrics::JOBS.with(["harvested"]).increment(1);
+                        metrics::TOKENS.with(["ios"]).increment(ios);
+                        metrics::TOKENS.with(["android"]).increment(android);
+                        metrics::BATCHES.get().increment(u64::from(batches));
+                        metrics::JOB_DURATION.get().record(elapsed.as_secs_f64());
                         span.in_scope(|| {
                             info!(
                                 notification.id = %job.notification_id,
@@ -104,7 +101,7 @@ impl DeliveryHandler for ShardJobHandler {
                 }
                 Err(err) => {
                     let delay = worker.retry_delay_for(attempt);
-                    metrics::counter!("clarion_harvester_jobs_total", "outcome" => "failed").increment(1);
+                    metrics::JOBS.with(["failed"]).increment(1);
                     span.in_scope(|| {
                         warn!(
                             notification.id = %job.notification_id,

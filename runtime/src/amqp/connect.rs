@@ -86,7 +86,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_plain_text_port_is_refused_as_not_supporting_tls() {
-        let trust = Trust::load(&crate::TlsSettings::default()).unwrap();
+        let trust = Trust::load(&crate::settings::TlsSettings::default()).unwrap();
         let plain = std::env::var("CLARION_TEST_AMQP_URL")
             .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned());
         let url = plain.replacen("amqp://", "amqps://", 1);

@@ -13,6 +13,10 @@
 //! a device is purged when none of its rows was refreshed since the cutoff.
 //! Topic subscriber counts are counted from `registrations`, so they follow
 //! at their next count.
+//!
+//! The [`actor`] runs it on a schedule.
+
+pub mod actor;
 
 use std::time::{Duration, Instant};
 

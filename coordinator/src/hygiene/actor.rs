@@ -19,8 +19,9 @@ use bb8::ManageConnection;
 use clarion_runtime::db::{DbError, Manager};
 use tracing::{info, warn};
 
-use super::Stop;
 use crate::hygiene::{HygienePlan, HygieneReport, Outcome, run};
+use crate::metrics;
+use crate::stop::Stop;
 use crate::store::StoreError;
 use crate::store::hygiene::DETAIL_TABLES;
 
@@ -76,14 +77,13 @@ impl Hygiene {
                     announce(&report);
                 }
                 Ok((Outcome::Skipped, _)) => {
-                    metrics::counter!("clarion_coordinator_hygiene_runs_total", "outcome" => "skipped")
-                        .increment(1);
+                    metrics::HYGIENE_RUNS.with(["skipped"]).increment(1);
                     info!("data hygiene skipped: another replica holds its lock");
                 }
                 Err(err) => {
-                    metrics::counter!("clarion_coordinator_hygiene_runs_total", "outcome" => "failed")
-                        .increment(1);
-                    metrics::gauge!("clarion_coordinator_hygiene_last_run_duration_seconds")
+                    metrics::HYGIENE_RUNS.with(["failed"]).increment(1);
+                    metrics::HYGIENE_LAST_RUN_DURATION
+                        .get()
                         .set(started.elapsed().as_secs_f64());
                     warn!(error = %err, "data hygiene run failed; the next run carries on");
                 }
@@ -94,16 +94,20 @@ impl Hygiene {
 
 /// Logs and counts what a run did.
 fn announce(report: &HygieneReport) {
-    metrics::counter!("clarion_coordinator_hygiene_runs_total", "outcome" => "ran").increment(1);
-    metrics::counter!("clarion_coordinator_hygiene_registrations_purged_total")
+    metrics::HYGIENE_RUNS.with(["ran"]).increment(1);
+    metrics::HYGIENE_REGISTRATIONS_PURGED
+        .get()
         .increment(report.registrations_purged);
-    metrics::counter!("clarion_coordinator_hygiene_notifications_trimmed_total")
+    metrics::HYGIENE_NOTIFICATIONS_TRIMMED
+        .get()
         .increment(report.notifications_trimmed);
     for (table, rows) in DETAIL_TABLES.iter().zip(report.detail_rows) {
-        metrics::counter!("clarion_coordinator_hygiene_detail_rows_removed_total", "table" => *table)
+        metrics::HYGIENE_DETAIL_ROWS_REMOVED
+            .with([*table])
             .increment(rows);
     }
-    metrics::gauge!("clarion_coordinator_hygiene_last_run_duration_seconds")
+    metrics::HYGIENE_LAST_RUN_DURATION
+        .get()
         .set(report.duration.as_secs_f64());
     info!(
         registrations_purged = report.registrations_purged,

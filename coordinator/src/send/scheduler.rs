@@ -1,7 +1,7 @@
 //! The scheduler: fires scheduled notifications when their time comes.
 //!
 //! Every [`EVERY`] it fires, one transaction each, the notifications due
-//! ([`crate::scheduled::fire_next`]), at most [`ROUND_LIMIT`] a round, one
+//! ([`crate::send::send_at::fire_next`]), at most `ROUND_LIMIT` a round, one
 //! round at a time. The database decides what is due and who fires it, so
 //! every replica runs a scheduler, a restart loses nothing, and each
 //! notification fires once. Counted in
@@ -15,11 +15,12 @@ use actix::prelude::*;
 use clarion_runtime::PgPool;
 use tracing::warn;
 
-use super::Stop;
-use super::job_relay::JobRelay;
 use super::topic_counter::TopicCounter;
-use crate::scheduled::{Fired, fire_next};
-use crate::sending::Sending;
+use crate::metrics;
+use crate::release::relay::JobRelay;
+use crate::send::accept::Sending;
+use crate::send::send_at::{Fired, fire_next};
+use crate::stop::Stop;
 
 /// How often the scheduler looks for notifications due: a notification
 /// fires at most this long (plus its planning) after its time.
@@ -74,7 +75,7 @@ impl Scheduler {
                     Ok(None) => break,
                     Err(err) => {
                         warn!(error = %err, "scheduled notifications could not be fired; retrying");
-                        metrics::counter!("clarion_coordinator_scheduler_failures_total").increment(1);
+                        metrics::SCHEDULER_FAILURES.get().increment(1);
                         break;
                     }
                 }

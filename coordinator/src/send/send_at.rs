@@ -2,11 +2,11 @@
 //! notification whose time has come.
 //!
 //! Firing is driven by the database, not by timers: the scheduler actor
-//! ([`crate::actors::scheduler`]) calls [`fire_next`] every quarter second
+//! ([`crate::send::scheduler`]) calls [`fire_next`] every quarter second
 //! on every replica. Each call fires at most one notification in its own
 //! transaction: it claims the scheduled notification due first
 //! (`FOR UPDATE SKIP LOCKED`), re-reads it under the lock, plans it exactly
-//! as a send-now is planned ([`crate::sending::plan_locked`]), which marks
+//! as a send-now is planned ([`crate::send::accept::plan_locked`]), which marks
 //! it `harvesting` with its `fired_at`, commits, and nudges the job relay.
 //! Replicas racing for the same notification never both plan it: one holds
 //! the row, the other skips it or, once it is committed, no longer finds
@@ -21,8 +21,8 @@ use tracing::{Instrument, info, warn};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use uuid::Uuid;
 
-use crate::error::ApiError;
-use crate::sending::{PlanError, Sending, committed, plan_locked};
+use crate::metrics;
+use crate::send::accept::{PlanError, Sending, committed, plan_locked};
 use crate::store::StoreError;
 use crate::store::notifications::{self as store, Status};
 use crate::store::scheduled::{self, Due};
@@ -30,38 +30,57 @@ use crate::store::scheduled::{self, Due};
 /// How far ahead a notification may be scheduled.
 pub const MAX_AHEAD: Duration = Duration::from_secs(30 * 24 * 3600);
 
+/// What is wrong with a request's `send_at` (the API answers 422 with it).
+#[derive(Debug, thiserror::Error)]
+pub enum SendAtError {
+    #[error("`send_at` {shown:?} is not an RFC 3339 date-time such as 2030-01-31T18:00:00Z ({reason})")]
+    Unreadable {
+        /// The first 40 characters of what was sent.
+        shown: String,
+        reason: chrono::ParseError,
+    },
+    #[error(
+        "`send_at` {} is not in the future (it is now {}); leave `send_at` out to send now",
+        send_at.to_rfc3339(),
+        now.to_rfc3339()
+    )]
+    NotAhead {
+        send_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    },
+    #[error(
+        "`send_at` {} is more than 30 days ahead (the latest is {})",
+        send_at.to_rfc3339(),
+        latest.to_rfc3339()
+    )]
+    TooFarAhead {
+        send_at: DateTime<Utc>,
+        latest: DateTime<Utc>,
+    },
+}
+
 /// `send_at` as a request writes it, checked: RFC 3339, in the future, at
 /// most [`MAX_AHEAD`] from `now`; kept to the microsecond (what PostgreSQL
-/// stores, so a replay compares equal). 422 saying what is wrong.
-pub fn send_at_within_window(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, ApiError> {
+/// stores, so a replay compares equal).
+pub fn send_at_within_window(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, SendAtError> {
     let send_at = parse_send_at(text)?;
     if send_at <= now {
-        return Err(ApiError::Invalid(format!(
-            "`send_at` {} is not in the future (it is now {}); leave `send_at` out to send now",
-            send_at.to_rfc3339(),
-            now.to_rfc3339()
-        )));
+        return Err(SendAtError::NotAhead { send_at, now });
     }
     let latest = now + chrono::Duration::from_std(MAX_AHEAD).unwrap_or(chrono::Duration::MAX);
     if send_at > latest {
-        return Err(ApiError::Invalid(format!(
-            "`send_at` {} is more than 30 days ahead (the latest is {})",
-            send_at.to_rfc3339(),
-            latest.to_rfc3339()
-        )));
+        return Err(SendAtError::TooFarAhead { send_at, latest });
     }
     Ok(send_at)
 }
 
 /// `send_at` read as RFC 3339 (any offset), to the microsecond.
-pub fn parse_send_at(text: &str) -> Result<DateTime<Utc>, ApiError> {
+pub fn parse_send_at(text: &str) -> Result<DateTime<Utc>, SendAtError> {
     DateTime::parse_from_rfc3339(text)
         .map(|at| at.with_timezone(&Utc).trunc_subsecs(6))
-        .map_err(|err| {
-            ApiError::Invalid(format!(
-                "`send_at` {:?} is not an RFC 3339 date-time such as 2030-01-31T18:00:00Z ({err})",
-                text.chars().take(40).collect::<String>()
-            ))
+        .map_err(|reason| SendAtError::Unreadable {
+            shown: text.chars().take(40).collect(),
+            reason,
         })
 }
 
@@ -105,8 +124,8 @@ pub async fn fire_next(sending: Sending<'_>) -> Result<Option<Fired>, PlanError>
     tx.commit().await?;
     committed(sending, stored.lane, jobs);
     let late = (Utc::now() - due.send_at).to_std().unwrap_or_default();
-    metrics::counter!("clarion_coordinator_scheduled_fired_total").increment(1);
-    metrics::histogram!("clarion_coordinator_scheduled_fire_lateness_seconds").record(late.as_secs_f64());
+    metrics::SCHEDULED_FIRED.get().increment(1);
+    metrics::SCHEDULED_FIRE_LATENESS.get().record(late.as_secs_f64());
     span.in_scope(|| {
         info!(
             notification.id = %due.id,

@@ -11,6 +11,7 @@ use lapin::message::Delivery;
 use tracing::{Instrument, debug, warn};
 
 use super::{count_report, give_back, process_span, retry_database};
+use crate::metrics;
 use crate::progress::{Cleaned, record_cleanup};
 
 #[derive(Clone)]
@@ -35,7 +36,7 @@ impl DeliveryHandler for CleanupHandler {
                 Ok(cleaned) => {
                     count_report("cleanup", "counted");
                     if let Cleaned::Deleted(rows) = cleaned {
-                        metrics::counter!("clarion_coordinator_registrations_deleted_total").increment(rows);
+                        metrics::REGISTRATIONS_DELETED.get().increment(rows);
                     }
                     debug!(
                         notification.id = %cleanup.notification_id,

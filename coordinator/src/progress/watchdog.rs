@@ -19,7 +19,8 @@ use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
 use tracing::{error, warn};
 
-use super::Stop;
+use crate::metrics;
+use crate::stop::Stop;
 use crate::store::StoreError;
 use crate::store::notifications::{Stalled, fail_stalled};
 
@@ -61,8 +62,7 @@ impl Watchdog {
                     match looked {
                         Ok(stalled) => {
                             for notification in stalled {
-                                metrics::counter!("clarion_coordinator_notifications_stalled_total")
-                                    .increment(1);
+                                metrics::NOTIFICATIONS_STALLED.get().increment(1);
                                 error!(
                                     notification.id = %notification.id,
                                     reason = %notification.reason,

@@ -1,19 +1,22 @@
-//! Scheduling: which shard jobs the job relay releases next, and how much
-//! work may be released ahead of delivery.
+//! Release: the job relay ([`relay`]) publishes the shard jobs committed
+//! to the outbox — which ones next, and how much work may be released
+//! ahead of delivery.
 //!
 //! Every stage after the relay is a FIFO queue (`harvest.jobs`,
 //! `deliver.<platform>`), so the order in which jobs are *published* is the
 //! order in which devices are reached. The relay therefore keeps the queues
 //! shallow — it releases jobs only while the tokens released and not yet
 //! reported stay within [`Budget`], a few seconds of the delivery rate it
-//! measures ([`rate::RateMeter`]) — and picks each job by [`plan::next_release`]:
+//! measures ([`rate::RateMeter`]) — and picks each job by [`order::next_release`]:
 //! the most urgent lane first, then the notification with the smallest
 //! remaining audience.
 
-pub mod plan;
+pub mod order;
 pub mod rate;
+pub mod relay;
 
-pub use plan::{InFlight, PerPlatform, Release, Room, next_release, total_outstanding};
+pub use crate::store::outbox::{InFlight, PerPlatform};
+pub use order::{Release, Room, next_release, total_outstanding};
 pub use rate::RateMeter;
 
 use std::time::Duration;

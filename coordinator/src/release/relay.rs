@@ -2,7 +2,7 @@
 //! (`job_outbox`) in the order they should reach devices, publishes them
 //! with publisher confirms, and marks them published.
 //!
-//! **What is released when** (see [`crate::scheduling`]): a round reads the
+//! **What is released when** (see [`crate::release`]): a round reads the
 //! notifications in flight, measures the delivery rate from their reports,
 //! and releases jobs only while the tokens released and not yet reported
 //! stay within the budget (a few seconds of delivery per platform), most
@@ -18,8 +18,8 @@
 //! publishes them and marks them published once all are confirmed, in the
 //! claiming transaction — one notification per transaction, so no
 //! transaction lasts longer than one publish deadline. Rounds run when a
-//! send commits a plan (a nudge), every [`POLL`] while jobs wait for room,
-//! and every [`TICK`], so jobs left by a broker outage or a coordinator
+//! send commits a plan (a nudge), every `POLL` while jobs wait for room,
+//! and every `TICK`, so jobs left by a broker outage or a coordinator
 //! crash are published as soon as the broker is back. At-least-once: a
 //! crash between a confirm and the commit publishes those jobs again; their
 //! reports are counted once.
@@ -43,12 +43,13 @@ use tokio_postgres::GenericClient;
 use tracing::{Instrument, info, warn};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use super::Stop;
-use crate::lanes::Lane;
-use crate::scheduling::{
+use crate::metrics;
+use crate::release::{
     Budget, InFlight, PerPlatform, RateMeter, Release, Room, next_release, total_outstanding,
 };
+use crate::stop::Stop;
 use crate::store::StoreError;
+use crate::store::lanes::Lane;
 use crate::store::outbox::{self, WaitingJob};
 
 /// How often the relay looks for waiting jobs without being nudged: jobs
@@ -238,12 +239,12 @@ impl Round {
                 Ok(None) => break self.waiting_end(),
                 Err(err) => {
                     warn!(error = %err, "shard jobs wait in the outbox; retrying");
-                    metrics::counter!("clarion_coordinator_relay_failures_total").increment(1);
+                    metrics::RELAY_FAILURES.get().increment(1);
                     break RoundEnd::Failed;
                 }
             }
         };
-        metrics::gauge!("clarion_coordinator_relay_jobs_awaiting_confirm").set(0.0);
+        metrics::RELAY_JOBS_AWAITING_CONFIRM.get().set(0.0);
         (end, self.meter)
     }
 
@@ -283,11 +284,12 @@ impl Round {
             // scheduling lock (an older version): try again shortly.
             return Ok(None);
         }
-        metrics::gauge!("clarion_coordinator_relay_jobs_awaiting_confirm").set(jobs.len() as f64);
+        metrics::RELAY_JOBS_AWAITING_CONFIRM.get().set(jobs.len() as f64);
         self.publish(&jobs, release.lane).await?;
         outbox::mark_published(&tx, &jobs).await?;
         tx.commit().await?;
-        metrics::counter!("clarion_coordinator_jobs_published_total", "lane" => release.lane.as_str())
+        metrics::JOBS_PUBLISHED
+            .with([release.lane.as_str()])
             .increment(jobs.len() as u64);
         Ok(Some(jobs.len()))
     }
@@ -383,7 +385,8 @@ fn record_schedule(
             .filter(|n| n.lane == lane)
             .map(|n| u64::from(n.jobs_waiting))
             .sum();
-        metrics::gauge!("clarion_coordinator_outbox_waiting_jobs", "lane" => lane.as_str())
+        metrics::OUTBOX_WAITING_JOBS
+            .with([lane.as_str()])
             .set(waiting as f64);
     }
     for (platform, outstanding, budget, rate, stalled) in [
@@ -402,16 +405,15 @@ fn record_schedule(
             room.stalled.android,
         ),
     ] {
-        metrics::gauge!("clarion_coordinator_schedule_outstanding_tokens", "platform" => platform)
+        metrics::SCHEDULE_OUTSTANDING_TOKENS
+            .with([platform])
             .set(outstanding as f64);
-        metrics::gauge!("clarion_coordinator_schedule_budget_tokens", "platform" => platform)
+        metrics::SCHEDULE_BUDGET_TOKENS
+            .with([platform])
             .set(budget as f64);
-        metrics::gauge!("clarion_coordinator_schedule_rate_tokens_per_second", "platform" => platform)
-            .set(rate);
-        metrics::gauge!("clarion_coordinator_schedule_stalled", "platform" => platform).set(if stalled {
-            1.0
-        } else {
-            0.0
-        });
+        metrics::SCHEDULE_RATE.with([platform]).set(rate);
+        metrics::SCHEDULE_STALLED
+            .with([platform])
+            .set(if stalled { 1.0 } else { 0.0 });
     }
 }

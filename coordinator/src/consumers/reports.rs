@@ -4,7 +4,7 @@
 //! Delivery reports (one per token batch: thousands a second in a big send)
 //! go to a [`ReportWriter`] that counts every report waiting in one
 //! transaction and acks each only after that transaction commits. When the
-//! writer was idle, reports gather for [`GATHER_FOR`] after the first one
+//! writer was idle, reports gather for `GATHER_FOR` after the first one
 //! (or until the consumer's prefetch is all in hand), so a send's steady
 //! trickle of reports — a few dozen a second — costs a few commits a
 //! second, not one each; after a write that took longer, what queued

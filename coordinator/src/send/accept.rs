@@ -9,7 +9,7 @@
 //!    jobs go into the outbox (`job_outbox`) and the row is marked
 //!    `harvesting`, then the transaction commits. A scheduled one (with a
 //!    `send_at`) is committed `scheduled` and planned the same way when it
-//!    fires ([`crate::firing`]).
+//!    fires ([`super::send_at::fire_next`]).
 //! 3. Only then is the job relay nudged: it publishes committed jobs with
 //!    publisher confirms (and would find them anyway on its next round, or
 //!    after a restart). So the 202 means the plan is durable, the answer
@@ -30,14 +30,14 @@ use tracing::{Instrument, info};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use uuid::Uuid;
 
-use crate::actors::job_relay::{JobRelay, JobsCommitted};
-use crate::actors::topic_counter::{PeekTopicCounts, TopicCounter};
 use crate::auth::Caller;
-use crate::error::ApiError;
-use crate::lanes::Lane;
-use crate::planning::{AudienceEstimate, plan};
+use crate::metrics;
+use crate::release::relay::{JobRelay, JobsCommitted};
+use crate::send::plan::{AudienceEstimate, plan};
+use crate::send::topic_counter::{PeekTopicCounts, TopicCounter};
 use crate::store::StoreError;
 use crate::store::audit::{self, Action};
+use crate::store::lanes::Lane;
 use crate::store::notifications::{self as store, NewNotification, Status};
 use crate::store::outbox;
 use crate::store::registrations::DEFAULT_APP;
@@ -82,12 +82,24 @@ impl From<tokio_postgres::Error> for PlanError {
     }
 }
 
-impl From<PlanError> for ApiError {
-    fn from(err: PlanError) -> Self {
-        match err {
-            PlanError::TopicCounterDown => ApiError::Unavailable(err.to_string()),
-            PlanError::Store(err) => err.into(),
-        }
+/// Why a send was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum AcceptError {
+    /// The id was sent before with other content.
+    #[error("notification {0} was already sent with different content; use a new id")]
+    Conflict(Uuid),
+    /// The row inserted (or found) was gone when read back under its lock.
+    #[error("notification {0} vanished while being accepted")]
+    Vanished(Uuid),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<DbError> for AcceptError {
+    fn from(err: DbError) -> Self {
+        AcceptError::Store(err.into())
     }
 }
 
@@ -101,7 +113,7 @@ pub async fn accept(
     lane: Lane,
     send_at: Option<DateTime<Utc>>,
     caller: &Caller,
-) -> Result<Accepted, ApiError> {
+) -> Result<Accepted, AcceptError> {
     let span = tracing::Span::current();
     let trace_id = trace_id_of(&span);
     // A scheduled send keeps its trace headers: its firing joins this trace.
@@ -121,13 +133,9 @@ pub async fn accept(
         },
     )
     .await?;
-    let stored = store::lock(&tx, id)
-        .await?
-        .ok_or_else(|| ApiError::Internal(format!("notification {id} vanished while being accepted")))?;
+    let stored = store::lock(&tx, id).await?.ok_or(AcceptError::Vanished(id))?;
     if stored.notification != notification || stored.lane != lane || stored.send_at != send_at {
-        return Err(ApiError::Conflict(format!(
-            "notification {id} was already sent with different content; use a new id"
-        )));
+        return Err(AcceptError::Conflict(id));
     }
     // Not stored by this request, and planned, scheduled or finished.
     // (An `accepted` row left unplanned by an older version is planned.)
@@ -143,7 +151,7 @@ pub async fn accept(
         audit::record(&tx, caller, Action::Send, &id.to_string(), &detail).await?;
         tx.commit().await.map_err(StoreError::from)?;
         info!(notification.id = %id, send_at = %send_at.to_rfc3339(), "notification scheduled");
-        metrics::counter!("clarion_coordinator_notifications_scheduled_total").increment(1);
+        metrics::NOTIFICATIONS_SCHEDULED.get().increment(1);
         return Ok(Accepted::New {
             status: Status::Scheduled,
         });
@@ -259,7 +267,8 @@ pub fn committed(sending: Sending<'_>, lane: Lane, jobs: u32) {
     // A nudge, not a hand-over: the relay finds committed jobs by itself, so
     // a full mailbox (nudges already waiting) loses nothing.
     let _ = sending.relay.try_send(JobsCommitted);
-    metrics::counter!("clarion_coordinator_jobs_planned_total", "lane" => lane.as_str())
+    metrics::JOBS_PLANNED
+        .with([lane.as_str()])
         .increment(u64::from(jobs));
 }
 

@@ -18,6 +18,7 @@ use clarion_runtime::amqp::message::{header_text, trace_parent};
 use lapin::message::Delivery;
 use tracing::{error, warn};
 
+use crate::metrics;
 use crate::store::StoreError;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
@@ -80,5 +81,5 @@ pub(crate) fn process_span(delivery: &Delivery) -> tracing::Span {
 
 /// Counts one processed report (`kind`: job, delivery, cleanup, dead_letter).
 pub(crate) fn count_report(kind: &'static str, outcome: &'static str) {
-    metrics::counter!("clarion_coordinator_reports_total", "kind" => kind, "outcome" => outcome).increment(1);
+    metrics::REPORTS.with([kind, outcome]).increment(1);
 }

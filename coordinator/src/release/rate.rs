@@ -3,7 +3,7 @@
 //! Each relay round reads how many tokens every notification in flight has
 //! had reported; the growth between rounds, over a sliding window, is the
 //! rate at which the dispatchers of each platform get through their
-//! queues. The highest rate seen decays slowly (half-life [`PEAK_HALF_LIFE`])
+//! queues. The highest rate seen decays slowly (half-life `PEAK_HALF_LIFE`)
 //! and is used while it is higher, so the next send starts with the budget
 //! the last one earned instead of ramping up from the floor.
 //!
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
-use super::plan::{InFlight, PerPlatform};
+use crate::store::outbox::{InFlight, PerPlatform};
 
 /// How long the remembered peak rate takes to halve.
 const PEAK_HALF_LIFE: Duration = Duration::from_secs(60);
@@ -141,7 +141,7 @@ impl RateMeter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lanes::Lane;
+    use crate::store::lanes::Lane;
     use chrono::Utc;
 
     fn reported(id: u128, ios: u64, android: u64) -> InFlight {

@@ -8,49 +8,13 @@
 //! editor expects. A big send can only be held back by smaller ones, and a
 //! newsroom sends a few alerts an hour, not a stream.
 
-use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::lanes::Lane;
+use crate::store::lanes::Lane;
+use crate::store::outbox::{InFlight, PerPlatform};
 
-/// A figure per platform.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PerPlatform<T> {
-    pub ios: T,
-    pub android: T,
-}
-
-impl<T: Copy> PerPlatform<T> {
-    pub fn map<U>(self, f: impl Fn(T) -> U) -> PerPlatform<U> {
-        PerPlatform {
-            ios: f(self.ios),
-            android: f(self.android),
-        }
-    }
-}
-
-/// A notification in flight, as the relay sees it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct InFlight {
-    pub id: Uuid,
-    pub lane: Lane,
-    /// When it was sent (a scheduled one: when it fired).
-    pub sent_at: DateTime<Utc>,
-    pub jobs_planned: u32,
-    /// Jobs the broker confirmed.
-    pub jobs_released: u32,
-    /// Jobs still in the outbox.
-    pub jobs_waiting: u32,
-    /// Jobs whose harvest was reported (done or failed).
-    pub jobs_reported: u32,
-    /// The planner's audience estimate (`None`: some topic size was unknown).
-    pub audience_estimate: Option<u64>,
-    /// Tokens the reported harvests found.
-    pub harvested: PerPlatform<u64>,
-    /// Tokens whose outcome the dispatchers reported.
-    pub reported: PerPlatform<u64>,
-}
-
+// `InFlight` is read by `store::outbox::in_flight`; what it means for the
+// release is here.
 impl InFlight {
     /// Tokens one of its jobs is expected to hold: the planner's estimate
     /// spread over its jobs; without one (a topic's size was not known),
@@ -197,7 +161,7 @@ pub fn next_release(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::TimeZone;
+    use chrono::{TimeZone, Utc};
     use proptest::prelude::*;
 
     const PER_JOB: u64 = 10_000;
