@@ -60,6 +60,15 @@ pub trait PushChannel: Sized + Send + Sync + 'static {
     /// all its tokens.
     type Prepared: Send + Sync + 'static;
 
+    /// The settings that give the `default` app's credentials for this
+    /// channel, as an operator sets them (for the refusal to start with no
+    /// app at all).
+    const DEFAULT_APP_SETTINGS: &'static str;
+
+    /// True when `settings` give the `default` app credentials for this
+    /// channel (some of them at least: incomplete ones stop the start).
+    fn default_configured(settings: &Settings) -> bool;
+
     /// Builds the channel from its settings; runs on the delivery runtime.
     fn connect(
         settings: &Settings,

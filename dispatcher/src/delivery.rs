@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use clarion_proto::{ACCEPT_BUCKET_MS, AcceptBucket, ApnsEnvironment, DeliveryCounts, TokenBatch};
+use clarion_proto::{
+    ACCEPT_BUCKET_MS, AcceptBucket, ApnsEnvironment, BatchRefusal, DeliveryCounts, TokenBatch,
+};
 use clarion_runtime::amqp::control::Cancellations;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -60,6 +62,8 @@ pub struct BatchOutcome {
     pub retries: u32,
     /// Why pushes failed, invalid or unregistered tokens aside (fixed labels).
     pub failures: BTreeMap<&'static str, u32>,
+    /// Why none of the batch was pushed, when its app cannot be served here.
+    pub refused: Option<BatchRefusal>,
 }
 
 /// The fate of one token.
@@ -133,10 +137,17 @@ impl<C: PushChannel> Deliverer<C> {
         let app = &batch.notification.app;
         let channel = match self.channels.get(app).await {
             Ok(channel) => channel,
-            Err(reason) => {
-                tracing::error!(notification.id = %id, app, error = %reason, "no channel for the app");
+            Err(err) => {
+                tracing::error!(
+                    notification.id = %id,
+                    app,
+                    platform = %batch.platform,
+                    error = %err,
+                    "batch refused: this dispatcher cannot serve its app; its pushes count as failed"
+                );
                 outcome.counts.failed = tokens;
-                outcome.failures.insert("app", tokens);
+                outcome.failures.insert(err.label(), tokens);
+                outcome.refused = Some(err.refusal());
                 return outcome;
             }
         };

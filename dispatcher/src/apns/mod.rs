@@ -74,6 +74,13 @@ impl PushChannel for ApnsChannel {
     const PLATFORM: Platform = Platform::Ios;
     const PROVIDER: &'static str = "apns";
     type Prepared = ApnsPush;
+    const DEFAULT_APP_SETTINGS: &'static str =
+        "CLARION_APNS_KEY_FILE, CLARION_APNS_KEY_ID, CLARION_APNS_TEAM_ID and CLARION_APNS_TOPIC";
+
+    fn default_configured(settings: &Settings) -> bool {
+        let apns = &settings.apns;
+        apns.key_file.is_some() || apns.key_id.is_some() || apns.team_id.is_some() || apns.topic.is_some()
+    }
 
     async fn connect(settings: &Settings, transport: Transport) -> Result<Self, String> {
         Self::new(&settings.apns, transport)

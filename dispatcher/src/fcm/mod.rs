@@ -68,6 +68,11 @@ impl PushChannel for FcmChannel {
     const PLATFORM: Platform = Platform::Android;
     const PROVIDER: &'static str = "fcm";
     type Prepared = PreparedFcm;
+    const DEFAULT_APP_SETTINGS: &'static str = "CLARION_FCM_CREDENTIALS_FILE (and CLARION_FCM_PROJECT_ID)";
+
+    fn default_configured(settings: &Settings) -> bool {
+        settings.fcm.credentials_file.is_some()
+    }
 
     async fn connect(settings: &Settings, transport: Transport) -> Result<Self, String> {
         Self::new(&settings.fcm, transport).await

@@ -284,6 +284,7 @@ impl<C: PushChannel> TokenBatchHandler<C> {
             first_accept_at: outcome.first_accept_at,
             last_accept_at: outcome.last_accept_at,
             accepts: outcome.accepts,
+            refused: outcome.refused,
         };
         let mut messages = vec![self.publisher.outgoing(&report)?];
         for (reason, tokens) in [
