@@ -90,7 +90,7 @@ impl<C: PushChannel> AppChannels<C> {
                 .await
                 .map_err(|error| AppError::Unusable {
                     app: app.to_owned(),
-                    error,
+                    error: error.to_string(),
                 })?,
         );
         info!(app, provider = C::PROVIDER, "channel opened for app");

@@ -27,6 +27,7 @@ use uuid::Uuid;
 
 use crate::apps::AppChannels;
 use crate::channel::{Attempt, PushChannel};
+use crate::metrics;
 use crate::pacing::{Pacer, Pacers};
 use crate::push_health::PushHealth;
 
@@ -315,7 +316,7 @@ impl<C: PushChannel> Deliverer<C> {
         ceiling.mul_f64(jitter)
     }
 
-    fn prepared(&self, channel: &C, batch: &TokenBatch) -> Result<Arc<C::Prepared>, String> {
+    fn prepared(&self, channel: &C, batch: &TokenBatch) -> Result<Arc<C::Prepared>, C::Error> {
         let target = Target {
             notification_id: batch.batch_id.notification_id,
             environment: batch.environment,
@@ -325,8 +326,7 @@ impl<C: PushChannel> Deliverer<C> {
             return Ok(prepared);
         }
         let prepared = Arc::new(channel.prepare(batch)?);
-        metrics::counter!("clarion_dispatcher_payloads_prepared_total", "platform" => batch.platform.as_str())
-            .increment(1);
+        metrics::payloads_prepared(batch.platform).increment(1);
         lock(&self.prepared).insert(target, prepared.clone());
         Ok(prepared)
     }

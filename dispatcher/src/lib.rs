@@ -17,6 +17,7 @@ pub mod delivery;
 pub mod fcm;
 pub mod handlers;
 pub mod http2;
+pub mod metrics;
 pub mod pacing;
 pub mod push_health;
 
@@ -179,6 +180,7 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
 /// (the `default` app's, when the single-app settings give them, and
 /// those of the apps file) is served; with none at all it does not start.
 async fn run<C: PushChannel>(settings: Settings) -> Result<Dispatcher, StartError> {
+    metrics::describe();
     let apps = AppsFile::open(settings.apps_file.as_deref()).map_err(StartError::Config)?;
     let default_configured = C::default_configured(&settings);
     let from_file = apps.serving(C::PLATFORM);
@@ -235,7 +237,7 @@ async fn run<C: PushChannel>(settings: Settings) -> Result<Dispatcher, StartErro
             .spawn(async move { C::connect(&connecting, default_transport).await })
             .await
             .map_err(|err| StartError::Config(err.to_string()))?
-            .map_err(StartError::Config)?;
+            .map_err(|err| StartError::Config(err.to_string()))?;
         Some(Arc::new(channel))
     } else {
         None
@@ -327,7 +329,7 @@ async fn start_workers<C: PushChannel>(
             publisher: Publisher::new(link.clone(), names.clone()),
             delivered: Recent::new(DELIVERED_REMEMBERED),
             in_hand: Arc::default(),
-            breaker: Arc::new(Breaker::new(breaker_pushes)),
+            breaker: Arc::new(Breaker::new(breaker_pushes, C::MISCONFIGURED)),
         };
         clarion_runtime::metrics::watch_queue_consumers(
             link.clone(),
