@@ -1,23 +1,56 @@
 //! One channel per app: the `default` app's, built at start from the
-//! single-app settings, and one for each app of the apps file
-//! (`CLARION_APPS_FILE`), opened the first time a batch of that app comes
-//! (its own pools, credentials and provider token) and opened again when
-//! the app's credentials in the file change. A batch of an app the file
-//! does not define, or whose app lacks this platform's credentials, is
-//! never sent with another app's: it fails with the reason.
+//! single-app settings when they are given, and one for each app of the
+//! apps file (`CLARION_APPS_FILE`), opened the first time a batch of that
+//! app comes (its own pools, credentials and provider token) and opened
+//! again when the app's credentials in the file change. A batch of an app
+//! this dispatcher has no credentials for is never sent with another
+//! app's: it is refused ([`AppError`]), and its notification fails saying
+//! which app and platform.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use clarion_proto::DEFAULT_APP;
+use clarion_proto::{BatchRefusal, DEFAULT_APP};
 use clarion_runtime::apps::{AppCredentials, AppsFile};
 use tracing::info;
 
 use crate::channel::{PushChannel, Transport};
 use crate::config::Settings;
 
+/// Why a batch's app cannot be served by this dispatcher.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// No credentials for the app on this platform: not `default` with the
+    /// single-app settings, not in the apps file with this channel's.
+    #[error("app `{app}` has no {provider} credentials here")]
+    NotConfigured { app: String, provider: &'static str },
+    /// The app's credentials are there but cannot be used.
+    #[error("app `{app}`: {error}")]
+    Unusable { app: String, error: String },
+}
+
+impl AppError {
+    /// The fixed failure label of the batch's pushes.
+    pub fn label(&self) -> &'static str {
+        self.refusal().code()
+    }
+
+    /// What the batch's report says of it.
+    pub fn refusal(&self) -> BatchRefusal {
+        match self {
+            AppError::NotConfigured { app, .. } => BatchRefusal::AppNotConfigured { app: app.clone() },
+            AppError::Unusable { app, error } => BatchRefusal::AppCredentialsUnusable {
+                app: app.clone(),
+                error: error.clone(),
+            },
+        }
+    }
+}
+
 pub struct AppChannels<C: PushChannel> {
-    default: Arc<C>,
+    /// The `default` app's channel; `None` when the single-app settings
+    /// give no credentials for this platform.
+    default: Option<Arc<C>>,
     settings: Settings,
     transport: Transport,
     file: AppsFile,
@@ -25,7 +58,7 @@ pub struct AppChannels<C: PushChannel> {
 }
 
 impl<C: PushChannel> AppChannels<C> {
-    pub fn new(default: Arc<C>, settings: Settings, transport: Transport, file: AppsFile) -> Self {
+    pub fn new(default: Option<Arc<C>>, settings: Settings, transport: Transport, file: AppsFile) -> Self {
         Self {
             default,
             settings,
@@ -36,19 +69,16 @@ impl<C: PushChannel> AppChannels<C> {
     }
 
     /// The channel of `app`, opened if need be.
-    pub async fn get(&self, app: &str) -> Result<Arc<C>, String> {
+    pub async fn get(&self, app: &str) -> Result<Arc<C>, AppError> {
+        let not_configured = || AppError::NotConfigured {
+            app: app.to_owned(),
+            provider: C::PROVIDER,
+        };
         if app == DEFAULT_APP {
-            return Ok(self.default.clone());
+            return self.default.clone().ok_or_else(not_configured);
         }
-        let Some(credentials) = self.file.get(app) else {
-            return Err(format!("app `{app}` is not in the apps file"));
-        };
-        let Some(settings) = C::for_app(&self.settings, &credentials) else {
-            return Err(format!(
-                "app `{app}` has no {} credentials in the apps file",
-                C::PROVIDER
-            ));
-        };
+        let credentials = self.file.get(app).ok_or_else(not_configured)?;
+        let settings = C::for_app(&self.settings, &credentials).ok_or_else(not_configured)?;
         let mut opened = self.opened.lock().await;
         if let Some((built_from, channel)) = opened.get(app)
             && *built_from == credentials
@@ -58,7 +88,10 @@ impl<C: PushChannel> AppChannels<C> {
         let channel = Arc::new(
             C::connect(&settings, self.transport.clone())
                 .await
-                .map_err(|err| format!("app `{app}`: {err}"))?,
+                .map_err(|error| AppError::Unusable {
+                    app: app.to_owned(),
+                    error: error.to_string(),
+                })?,
         );
         info!(app, provider = C::PROVIDER, "channel opened for app");
         opened.insert(app.to_owned(), (credentials, channel.clone()));

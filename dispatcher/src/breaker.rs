@@ -1,4 +1,6 @@
-//! The circuit breaker: stops a misconfigured segment early.
+//! The circuit breaker: stops a misconfigured segment early. Which failure
+//! reasons point at the configuration is each channel's word
+//! ([`crate::channel::PushChannel::MISCONFIGURED`]).
 //!
 //! For each (notification, segment) this process watches the first
 //! `CLARION_DISPATCH_BREAKER_PUSHES` pushes. If every one of them was
@@ -16,23 +18,6 @@ use std::sync::Mutex;
 use clarion_proto::DeliveryCounts;
 use uuid::Uuid;
 
-use crate::apns::errors::NOT_APNS;
-use crate::fcm::errors::NOT_FCM;
-
-/// Failure reasons that point at the configuration, not at the provider
-/// being busy or down (those are retried, and judged by nobody here).
-const CONFIGURATION_FAILURES: [&str; 10] = [
-    NOT_APNS,
-    NOT_FCM,
-    "BadTopic",
-    "InvalidProviderToken",
-    "MissingProviderToken",
-    "Forbidden",
-    "PERMISSION_DENIED",
-    "THIRD_PARTY_AUTH_ERROR",
-    "NOT_FOUND",
-    "UnexpectedStatus",
-];
 /// Segments watched at once: far more than a process has notifications
 /// in flight; the oldest are forgotten first.
 const WATCHED: usize = 1024;
@@ -49,14 +34,20 @@ struct Watch {
 
 pub struct Breaker {
     first: u64,
+    /// Failure reasons that point at the configuration, not at the
+    /// provider being busy or down (those are retried, and judged by
+    /// nobody here).
+    misconfigured: &'static [&'static str],
     watched: Mutex<(HashMap<Key, Watch>, VecDeque<Key>)>,
 }
 
 impl Breaker {
-    /// Judges each segment on its first `first` pushes; 0 never opens.
-    pub fn new(first: u32) -> Self {
+    /// Judges each segment on its first `first` pushes, failures for one
+    /// of the `misconfigured` reasons counting as bad; 0 never opens.
+    pub fn new(first: u32, misconfigured: &'static [&'static str]) -> Self {
         Self {
             first: u64::from(first),
+            misconfigured,
             watched: Mutex::default(),
         }
     }
@@ -87,7 +78,7 @@ impl Breaker {
             + u64::from(counts.unregistered);
         let misconfigured: u64 = failures
             .into_iter()
-            .filter(|(reason, _)| CONFIGURATION_FAILURES.contains(reason))
+            .filter(|(reason, _)| self.misconfigured.contains(reason))
             .map(|(_, count)| u64::from(count))
             .sum();
         let bad = u64::from(counts.invalid) + u64::from(counts.unregistered) + misconfigured;
@@ -125,6 +116,10 @@ impl Breaker {
 mod tests {
     use super::*;
 
+    /// A channel's label for an answer pointing at the configuration.
+    const WRONG_ENDPOINT: &str = "WrongEndpoint";
+    const MISCONFIGURED: &[&str] = &[WRONG_ENDPOINT];
+
     fn counts(sent: u32, unregistered: u32) -> DeliveryCounts {
         DeliveryCounts {
             sent,
@@ -135,7 +130,7 @@ mod tests {
 
     #[test]
     fn opens_only_when_every_one_of_the_first_pushes_was_bad() {
-        let breaker = Breaker::new(20);
+        let breaker = Breaker::new(20, MISCONFIGURED);
         let id = Uuid::from_u128(1);
         assert!(!breaker.observe(id, "ios/production", &counts(0, 10), []));
         assert!(!breaker.is_open(id, "ios/production"), "not judged yet");
@@ -153,7 +148,7 @@ mod tests {
             failed: 25,
             ..DeliveryCounts::default()
         };
-        assert!(breaker.observe(misrouted, "android", &failed, [(NOT_FCM, 25)]));
+        assert!(breaker.observe(misrouted, "android", &failed, [(WRONG_ENDPOINT, 25)]));
         let outage = Uuid::from_u128(4);
         breaker.observe(outage, "android", &failed, [("UNAVAILABLE", 25)]);
         assert!(
@@ -164,7 +159,7 @@ mod tests {
 
     #[test]
     fn zero_never_opens() {
-        let breaker = Breaker::new(0);
+        let breaker = Breaker::new(0, MISCONFIGURED);
         let id = Uuid::from_u128(1);
         assert!(!breaker.observe(id, "android", &counts(0, 1_000), []));
         assert!(!breaker.is_open(id, "android"));

@@ -54,24 +54,49 @@ pub trait PushChannel: Sized + Send + Sync + 'static {
     /// The provider's name in spans and logs (`apns`, `fcm`).
     const PROVIDER: &'static str;
 
+    /// The failure label of an answer that is not this provider's at all
+    /// (the endpoint is probably not the provider's).
+    const NOT_THE_PROVIDER: &'static str;
+    /// The setting naming the provider's endpoint (for the log saying it
+    /// answers like another server).
+    const ENDPOINT_SETTING: &'static str;
+    /// Failure labels that point at Clarion's configuration rather than at
+    /// the provider being busy or down: the breaker judges a segment on them.
+    const MISCONFIGURED: &'static [&'static str];
+    /// What an operator checks when many pushes are refused as invalid or
+    /// as misconfigured.
+    const SETTINGS_TO_CHECK: &'static str;
+
     /// Everything about a notification's push that does not depend on the
     /// device — payload, headers, and the route (endpoint, environment) of
     /// the batch, which is homogeneous: built once per batch and reused for
     /// all its tokens.
     type Prepared: Send + Sync + 'static;
 
+    /// Why the channel cannot be built, or a push prepared.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// The settings that give the `default` app's credentials for this
+    /// channel, as an operator sets them (for the refusal to start with no
+    /// app at all).
+    const DEFAULT_APP_SETTINGS: &'static str;
+
+    /// True when `settings` give the `default` app credentials for this
+    /// channel (some of them at least: incomplete ones stop the start).
+    fn default_configured(settings: &Settings) -> bool;
+
     /// Builds the channel from its settings; runs on the delivery runtime.
     fn connect(
         settings: &Settings,
         transport: Transport,
-    ) -> impl Future<Output = Result<Self, String>> + Send;
+    ) -> impl Future<Output = Result<Self, Self::Error>> + Send;
 
     /// The settings a channel of app `app` is built from: `settings` with
     /// the app's credentials for this channel; `None` when the app has none.
     fn for_app(settings: &Settings, app: &AppCredentials) -> Option<Settings>;
 
     /// Builds the push of `batch`'s notification to `batch`'s route.
-    fn prepare(&self, batch: &TokenBatch) -> Result<Self::Prepared, String>;
+    fn prepare(&self, batch: &TokenBatch) -> Result<Self::Prepared, Self::Error>;
 
     /// One attempt to push `prepared` to `token`.
     fn send(&self, token: &str, prepared: &Self::Prepared) -> impl Future<Output = Attempt> + Send;

@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use clarion_proto::{ACCEPT_BUCKET_MS, AcceptBucket, ApnsEnvironment, DeliveryCounts, TokenBatch};
+use clarion_proto::{
+    ACCEPT_BUCKET_MS, AcceptBucket, ApnsEnvironment, BatchRefusal, DeliveryCounts, TokenBatch,
+};
 use clarion_runtime::amqp::control::Cancellations;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -25,6 +27,7 @@ use uuid::Uuid;
 
 use crate::apps::AppChannels;
 use crate::channel::{Attempt, PushChannel};
+use crate::metrics;
 use crate::pacing::{Pacer, Pacers};
 use crate::push_health::PushHealth;
 
@@ -60,6 +63,8 @@ pub struct BatchOutcome {
     pub retries: u32,
     /// Why pushes failed, invalid or unregistered tokens aside (fixed labels).
     pub failures: BTreeMap<&'static str, u32>,
+    /// Why none of the batch was pushed, when its app cannot be served here.
+    pub refused: Option<BatchRefusal>,
 }
 
 /// The fate of one token.
@@ -133,10 +138,17 @@ impl<C: PushChannel> Deliverer<C> {
         let app = &batch.notification.app;
         let channel = match self.channels.get(app).await {
             Ok(channel) => channel,
-            Err(reason) => {
-                tracing::error!(notification.id = %id, app, error = %reason, "no channel for the app");
+            Err(err) => {
+                tracing::error!(
+                    notification.id = %id,
+                    app,
+                    platform = %batch.platform,
+                    error = %err,
+                    "batch refused: this dispatcher cannot serve its app; its pushes count as failed"
+                );
                 outcome.counts.failed = tokens;
-                outcome.failures.insert("app", tokens);
+                outcome.failures.insert(err.label(), tokens);
+                outcome.refused = Some(err.refusal());
                 return outcome;
             }
         };
@@ -304,7 +316,7 @@ impl<C: PushChannel> Deliverer<C> {
         ceiling.mul_f64(jitter)
     }
 
-    fn prepared(&self, channel: &C, batch: &TokenBatch) -> Result<Arc<C::Prepared>, String> {
+    fn prepared(&self, channel: &C, batch: &TokenBatch) -> Result<Arc<C::Prepared>, C::Error> {
         let target = Target {
             notification_id: batch.batch_id.notification_id,
             environment: batch.environment,
@@ -314,8 +326,7 @@ impl<C: PushChannel> Deliverer<C> {
             return Ok(prepared);
         }
         let prepared = Arc::new(channel.prepare(batch)?);
-        metrics::counter!("clarion_dispatcher_payloads_prepared_total", "platform" => batch.platform.as_str())
-            .increment(1);
+        metrics::payloads_prepared(batch.platform).increment(1);
         lock(&self.prepared).insert(target, prepared.clone());
         Ok(prepared)
     }

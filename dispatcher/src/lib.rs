@@ -17,6 +17,7 @@ pub mod delivery;
 pub mod fcm;
 pub mod handlers;
 pub mod http2;
+pub mod metrics;
 pub mod pacing;
 pub mod push_health;
 
@@ -71,6 +72,16 @@ pub fn trace_service(platform: Platform) -> TraceService {
 pub enum StartError {
     #[error("invalid configuration: {0}")]
     Config(String),
+    #[error(
+        "invalid configuration: no app to deliver to on {platform}: give the `default` app its credentials \
+         with {default_settings}, or give an app {provider} credentials in an `[apps.<id>]` entry of the \
+         apps file (CLARION_APPS_FILE)"
+    )]
+    NoApp {
+        platform: Platform,
+        provider: &'static str,
+        default_settings: &'static str,
+    },
     #[error("cannot start the delivery runtime: {0}")]
     Runtime(std::io::Error),
     #[error("cannot serve the health endpoints: {0}")]
@@ -158,6 +169,34 @@ type Parts = (BrokerLink, Vec<Recipient<StopConsuming>>);
 /// Builds the platform's channel, starts the batch consumers and serves the
 /// health endpoints. Must run inside an actix `System`.
 pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
+    // One line per channel (see `channel.rs` for what a new channel needs).
+    match settings.platform {
+        Platform::Ios => run::<ApnsChannel>(settings).await,
+        Platform::Android => run::<FcmChannel>(settings).await,
+    }
+}
+
+/// Starts a dispatcher of channel `C`: every app with `C`'s credentials
+/// (the `default` app's, when the single-app settings give them, and
+/// those of the apps file) is served; with none at all it does not start.
+async fn run<C: PushChannel>(settings: Settings) -> Result<Dispatcher, StartError> {
+    metrics::describe();
+    let apps = AppsFile::open(settings.apps_file.as_deref()).map_err(StartError::Config)?;
+    let default_configured = C::default_configured(&settings);
+    let from_file = apps.serving(C::PLATFORM);
+    if !default_configured && from_file.is_empty() {
+        return Err(StartError::NoApp {
+            platform: C::PLATFORM,
+            provider: C::PROVIDER,
+            default_settings: C::DEFAULT_APP_SETTINGS,
+        });
+    }
+    info!(
+        platform = %C::PLATFORM,
+        default = default_configured,
+        apps_file = ?from_file,
+        "apps with credentials for this platform"
+    );
     let delivery = &settings.delivery;
     let runtime = DeliveryRuntime(Some(
         tokio::runtime::Builder::new_multi_thread()
@@ -190,34 +229,30 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
     // Consumers the broker counts on this platform's queue: how many
     // replicas share a provider's quota.
     let consumers = Arc::new(AtomicU32::new(0));
-    // One line per channel (see `channel.rs` for what a new channel needs).
-    let parts = match settings.platform {
-        Platform::Ios => {
-            launch::<ApnsChannel>(
-                &arbiter,
-                &settings,
-                trust,
-                transport,
-                &runtime,
-                health.clone(),
-                consumers.clone(),
-            )
-            .await?
-        }
-        Platform::Android => {
-            launch::<FcmChannel>(
-                &arbiter,
-                &settings,
-                trust,
-                transport,
-                &runtime,
-                health.clone(),
-                consumers.clone(),
-            )
-            .await?
-        }
+    let default = if default_configured {
+        let connecting = settings.clone();
+        let default_transport = transport.clone();
+        let channel = runtime
+            .handle()
+            .spawn(async move { C::connect(&connecting, default_transport).await })
+            .await
+            .map_err(|err| StartError::Config(err.to_string()))?
+            .map_err(|err| StartError::Config(err.to_string()))?;
+        Some(Arc::new(channel))
+    } else {
+        None
     };
-    let (link, workers) = parts;
+    let channels = AppChannels::new(default, settings.clone(), transport, apps);
+    let (link, workers) = start_workers(
+        &arbiter,
+        &settings,
+        trust,
+        channels,
+        runtime.handle(),
+        health.clone(),
+        consumers.clone(),
+    )
+    .await?;
     let readiness = Readiness::new(None, Some(link)).with_check(health);
     let health = HealthServer::start(settings.http_addr, readiness.clone())?;
     info!(
@@ -238,39 +273,6 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
         grace: settings.shutdown.grace(),
         replicas: Replicas::new(consumers, u32::from(delivery.batch_workers)),
     })
-}
-
-/// Builds channel `C` on the delivery runtime, then starts the batch
-/// workers that use it.
-async fn launch<C: PushChannel>(
-    arbiter: &Arbiter,
-    settings: &Settings,
-    trust: Trust,
-    transport: Transport,
-    runtime: &DeliveryRuntime,
-    health: Arc<PushHealth>,
-    consumers: Arc<AtomicU32>,
-) -> Result<Parts, StartError> {
-    let apps = AppsFile::open(settings.apps_file.as_deref()).map_err(StartError::Config)?;
-    let connecting = settings.clone();
-    let default_transport = transport.clone();
-    let channel = runtime
-        .handle()
-        .spawn(async move { C::connect(&connecting, default_transport).await })
-        .await
-        .map_err(|err| StartError::Config(err.to_string()))?
-        .map_err(StartError::Config)?;
-    let channels = AppChannels::new(Arc::new(channel), settings.clone(), transport, apps);
-    start_workers(
-        arbiter,
-        settings,
-        trust,
-        channels,
-        runtime.handle(),
-        health,
-        consumers,
-    )
-    .await
 }
 
 /// Starts the consumers on the dispatch arbiter, where the broker link and
@@ -327,7 +329,7 @@ async fn start_workers<C: PushChannel>(
             publisher: Publisher::new(link.clone(), names.clone()),
             delivered: Recent::new(DELIVERED_REMEMBERED),
             in_hand: Arc::default(),
-            breaker: Arc::new(Breaker::new(breaker_pushes)),
+            breaker: Arc::new(Breaker::new(breaker_pushes, C::MISCONFIGURED)),
         };
         clarion_runtime::metrics::watch_queue_consumers(
             link.clone(),

@@ -329,6 +329,7 @@ fn poison_report(notification_id: uuid::Uuid) -> clarion_proto::DeliveryReport {
         },
         first_accept_at: None,
         last_accept_at: None,
+        refused: None,
         accepts: vec![
             AcceptBucket {
                 after_ms: 0,

@@ -20,8 +20,8 @@ pub mod wire;
 pub use app::{DEFAULT_APP, validate_app};
 pub use locale::{LocalizedText, best_match, normalize_locale};
 pub use messages::{
-    ACCEPT_BUCKET_MS, AcceptBucket, BatchId, CleanupReason, Control, ControlCommand, DeliveryCounts,
-    DeliveryReport, JobOutcome, JobReport, ShardJob, TokenBatch, TokenCleanup, WireVersion,
+    ACCEPT_BUCKET_MS, AcceptBucket, BatchId, BatchRefusal, CleanupReason, Control, ControlCommand,
+    DeliveryCounts, DeliveryReport, JobOutcome, JobReport, ShardJob, TokenBatch, TokenCleanup, WireVersion,
 };
 pub use names::Names;
 pub use payload::{Notification, PayloadError, Priority};

@@ -215,6 +215,54 @@ pub struct DeliveryReport {
     /// When the accepted pushes were accepted, bucketed (for t50 / t90 / t99).
     #[serde(default)]
     pub accepts: Vec<AcceptBucket>,
+    /// Why none of the batch's tokens was pushed, when the dispatcher
+    /// refused the whole batch (its pushes are counted failed): the
+    /// coordinator fails the notification with [`DeliveryReport::refusal`].
+    /// Absent from every other report (and from an older dispatcher's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<BatchRefusal>,
+}
+
+impl DeliveryReport {
+    /// The notification's failure reason when the batch was refused: the
+    /// refusal's code first, then the app and the platform.
+    pub fn refusal(&self) -> Option<String> {
+        let platform = self.platform;
+        self.refused.as_ref().map(|refused| match refused {
+            BatchRefusal::AppNotConfigured { app } => format!(
+                "{}: app `{app}` has no {platform} credentials on the {platform} dispatchers",
+                refused.code()
+            ),
+            BatchRefusal::AppCredentialsUnusable { app, error } => format!(
+                "{}: the {platform} credentials of app `{app}` cannot be used: {error}",
+                refused.code()
+            ),
+        })
+    }
+}
+
+/// Why a dispatcher pushed none of a batch's tokens and never will: it
+/// cannot serve the batch's app on its platform. Retrying cannot help, so
+/// the batch is reported at once and its notification fails.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "code", rename_all = "snake_case")]
+pub enum BatchRefusal {
+    /// Neither the `default` app's settings nor the apps file give this
+    /// platform's credentials for the app.
+    AppNotConfigured { app: String },
+    /// The app has this platform's credentials, but they cannot be used
+    /// (an unreadable key file, a service account that does not parse).
+    AppCredentialsUnusable { app: String, error: String },
+}
+
+impl BatchRefusal {
+    /// The refusal's fixed, low-cardinality code (a metric label).
+    pub fn code(&self) -> &'static str {
+        match self {
+            BatchRefusal::AppNotConfigured { .. } => "app_not_configured",
+            BatchRefusal::AppCredentialsUnusable { .. } => "app_credentials_unusable",
+        }
+    }
 }
 
 /// Coordinator → every harvester and dispatcher: operator decisions that
@@ -298,6 +346,8 @@ mod tests {
         let report = decode::<DeliveryReport>(old.as_bytes()).unwrap();
         assert_eq!(report.counts.total(), 6);
         assert!(report.accepts.is_empty());
+        assert_eq!(report.refused, None);
+        assert_eq!(report.refusal(), None);
         let control = Control {
             v: WireVersion::CURRENT,
             command: ControlCommand::Cancel {
@@ -305,6 +355,29 @@ mod tests {
             },
         };
         assert_eq!(decode::<Control>(&encode(&control).unwrap()).unwrap(), control);
+    }
+
+    #[test]
+    fn a_refused_batch_names_the_code_the_app_and_the_platform() {
+        let old = r#"{"v":1,"batch_id":{"notification_id":"00000000-0000-0000-0000-000000000007","job_index":3,"seq":12},
+                      "platform":"android","counts":{"sent":0,"failed":2,"invalid":0,"unregistered":0,"expired":0},
+                      "first_accept_at":null,"last_accept_at":null}"#;
+        let mut report = decode::<DeliveryReport>(old.as_bytes()).unwrap();
+        report.refused = Some(BatchRefusal::AppNotConfigured {
+            app: "weather".into(),
+        });
+        let body = encode(&report).unwrap();
+        assert!(
+            String::from_utf8_lossy(&body)
+                .contains(r#""refused":{"code":"app_not_configured","app":"weather"}"#)
+        );
+        assert_eq!(decode::<DeliveryReport>(&body).unwrap(), report);
+        let reason = report.refusal().unwrap();
+        assert!(reason.starts_with("app_not_configured: "), "{reason}");
+        assert!(
+            reason.contains("`weather`") && reason.contains("android"),
+            "{reason}"
+        );
     }
 
     #[test]
@@ -355,6 +428,7 @@ mod tests {
                 counts: DeliveryCounts { sent, invalid, ..DeliveryCounts::default() },
                 first_accept_at: DateTime::from_timestamp(1_700_000_000, 0),
                 last_accept_at: None,
+                refused: None,
                 accepts: vec![AcceptBucket { after_ms: 120, count: sent }],
             };
             prop_assert_eq!(decode::<DeliveryReport>(&encode(&report).unwrap()).unwrap(), report);

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use clarion_proto::Platform;
 use clarion_proto::app::{DEFAULT_APP, validate_app};
 use serde::Deserialize;
 use tracing::{error, info};
@@ -60,6 +61,14 @@ impl AppCredentials {
     /// True when the app has FCM credentials.
     pub fn serves_fcm(&self) -> bool {
         self.fcm_credentials_file.is_some()
+    }
+
+    /// True when the app has credentials for `platform`.
+    pub fn serves(&self, platform: Platform) -> bool {
+        match platform {
+            Platform::Ios => self.serves_apns(),
+            Platform::Android => self.serves_fcm(),
+        }
     }
 
     fn check(&self) -> Result<(), String> {
@@ -159,6 +168,19 @@ impl AppsFile {
             .collect()
     }
 
+    /// The apps of the file that have credentials for `platform` now
+    /// (`default` aside: the single-app settings define it).
+    pub fn serving(&self, platform: Platform) -> Vec<String> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        self.refresh(&mut state, RECHECK);
+        state
+            .apps
+            .iter()
+            .filter(|(_, app)| app.serves(platform))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
     /// True when `app` is `default` or defined by the file now.
     pub fn knows(&self, app: &str) -> bool {
         app == DEFAULT_APP || self.get(app).is_some()
@@ -221,6 +243,7 @@ fcm_credentials_file = "/sa.json"
         let apps = parse(TWO_APPS).unwrap();
         assert!(apps["puzzles"].serves_apns() && !apps["puzzles"].serves_fcm());
         assert!(apps["beta"].serves_fcm() && !apps["beta"].serves_apns());
+        assert!(apps["puzzles"].serves(Platform::Ios) && !apps["puzzles"].serves(Platform::Android));
     }
 
     #[test]
@@ -252,6 +275,8 @@ fcm_credentials_file = "/sa.json"
         file.state.lock().unwrap().checked -= RECHECK;
         assert!(file.knows("puzzles"));
         assert_eq!(file.ids(), ["default", "beta", "puzzles"]);
+        assert_eq!(file.serving(Platform::Ios), ["puzzles"]);
+        assert_eq!(file.serving(Platform::Android), ["beta"]);
         std::fs::write(&path, "not toml [").unwrap();
         file.state.lock().unwrap().checked -= RECHECK;
         assert!(file.knows("puzzles"), "a broken file keeps the apps read before");

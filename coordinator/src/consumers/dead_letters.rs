@@ -173,6 +173,7 @@ impl DeadLetterHandler {
             },
             first_accept_at: None,
             last_accept_at: None,
+            refused: None,
             accepts: Vec::new(),
         };
         let recorded = retry_database("record failed batch", || {

@@ -276,6 +276,7 @@ mod tests {
             },
             first_accept_at: None,
             last_accept_at: None,
+            refused: None,
             accepts: accepts
                 .iter()
                 .map(|&(after_ms, count)| AcceptBucket { after_ms, count })

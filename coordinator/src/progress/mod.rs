@@ -18,7 +18,7 @@ use clarion_runtime::db::DbError;
 use uuid::Uuid;
 
 use crate::store::delivery::{count_batches, delete_registrations, hold_tokens, lock};
-use crate::store::notifications::{count_job, drop_waiting_jobs};
+use crate::store::notifications::{count_job, drop_waiting_jobs, fail};
 use crate::store::{Counted, StoreError};
 use completion::{Completion, Valve, complete_if_finished, complete_unpublished};
 
@@ -78,6 +78,16 @@ pub async fn record_deliveries(
             Counted::UnknownNotification => Recorded::UnknownNotification,
         })
         .collect();
+    // A batch its dispatcher refused (it cannot serve the app) fails the
+    // notification at once, with the refusal as its reason.
+    for (report, fate) in reports.iter().zip(&counted) {
+        if let (Counted::Now, Some(reason)) = (fate, report.refusal()) {
+            let id = report.batch_id.notification_id;
+            if fail(&tx, id, &reason).await? {
+                tracing::error!(notification.id = %id, %reason, "notification failed: a dispatcher refused its batch");
+            }
+        }
+    }
     let mut settled = std::collections::HashSet::new();
     for (i, report) in reports.iter().enumerate().rev() {
         let id = report.batch_id.notification_id;

@@ -238,6 +238,7 @@ async fn report_progress(pool: &PgPool, client: &Client, id: Uuid, jobs: u32, ev
             },
             first_accept_at: None,
             last_accept_at: None,
+            refused: None,
             accepts: vec![
                 AcceptBucket {
                     after_ms: 40 + 10 * job_index,

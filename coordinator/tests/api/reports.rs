@@ -66,6 +66,7 @@ fn delivered(id: Uuid, job_index: u32) -> DeliveryReport {
         },
         first_accept_at: None,
         last_accept_at: None,
+        refused: None,
         accepts: vec![
             AcceptBucket {
                 after_ms: 30,

@@ -1,6 +1,7 @@
 //! Delivery to Apple: `a2`'s payload and error model over Clarion's pooled
 //! HTTP/2 transport, one pool per APNs environment, provider-token auth.
 
+pub mod channel_error;
 pub mod errors;
 pub mod payload;
 pub mod settings;
@@ -18,6 +19,7 @@ use clarion_runtime::apps::AppCredentials;
 use crate::channel::{Attempt, PushChannel, Transport};
 use crate::config::Settings;
 use crate::http2::Http2Pool;
+pub use channel_error::ApnsError;
 use payload::PreparedApns;
 pub use settings::ApnsSettings;
 use token::ProviderToken;
@@ -45,17 +47,14 @@ pub struct ApnsPush {
 }
 
 impl ApnsChannel {
-    pub fn new(settings: &ApnsSettings, transport: Transport) -> Result<Self, String> {
+    pub fn new(settings: &ApnsSettings, transport: Transport) -> Result<Self, ApnsError> {
         let Transport { tls, limits, .. } = transport;
-        let required = |value: &Option<String>, name: &str| {
-            value
-                .clone()
-                .ok_or_else(|| format!("{name} is required for --platform ios"))
-        };
+        let required =
+            |value: &Option<String>, name: &'static str| value.clone().ok_or(ApnsError::Missing(name));
         let key_file = settings
             .key_file
             .clone()
-            .ok_or("CLARION_APNS_KEY_FILE is required for --platform ios")?;
+            .ok_or(ApnsError::Missing("CLARION_APNS_KEY_FILE"))?;
         let key_id = required(&settings.key_id, "CLARION_APNS_KEY_ID")?;
         let team_id = required(&settings.team_id, "CLARION_APNS_TEAM_ID")?;
         let topic = required(&settings.topic, "CLARION_APNS_TOPIC")?;
@@ -64,8 +63,7 @@ impl ApnsChannel {
             production: Http2Pool::new(&settings.endpoint, tls.clone(), limits)?,
             sandbox: Http2Pool::new(&settings.sandbox_endpoint, tls, limits)?,
             token: ProviderToken::new(&key_file, &key_id, &team_id, refresh)?,
-            topic: HeaderValue::from_str(&topic)
-                .map_err(|_| "CLARION_APNS_TOPIC is not a valid header value")?,
+            topic: HeaderValue::from_str(&topic).map_err(|_| ApnsError::Topic)?,
         })
     }
 }
@@ -74,8 +72,27 @@ impl PushChannel for ApnsChannel {
     const PLATFORM: Platform = Platform::Ios;
     const PROVIDER: &'static str = "apns";
     type Prepared = ApnsPush;
+    type Error = ApnsError;
+    const NOT_THE_PROVIDER: &'static str = errors::NOT_APNS;
+    const ENDPOINT_SETTING: &'static str = "CLARION_APNS_ENDPOINT (or the app's apns_endpoint)";
+    const MISCONFIGURED: &'static [&'static str] = &[
+        errors::NOT_APNS,
+        "BadTopic",
+        "InvalidProviderToken",
+        "MissingProviderToken",
+        "Forbidden",
+        "UnexpectedStatus",
+    ];
+    const SETTINGS_TO_CHECK: &'static str = "the endpoint, key, bundle id and APNs environment";
+    const DEFAULT_APP_SETTINGS: &'static str =
+        "CLARION_APNS_KEY_FILE, CLARION_APNS_KEY_ID, CLARION_APNS_TEAM_ID and CLARION_APNS_TOPIC";
 
-    async fn connect(settings: &Settings, transport: Transport) -> Result<Self, String> {
+    fn default_configured(settings: &Settings) -> bool {
+        let apns = &settings.apns;
+        apns.key_file.is_some() || apns.key_id.is_some() || apns.team_id.is_some() || apns.topic.is_some()
+    }
+
+    async fn connect(settings: &Settings, transport: Transport) -> Result<Self, ApnsError> {
         Self::new(&settings.apns, transport)
     }
 
@@ -97,7 +114,7 @@ impl PushChannel for ApnsChannel {
         Some(for_app)
     }
 
-    fn prepare(&self, batch: &TokenBatch) -> Result<ApnsPush, String> {
+    fn prepare(&self, batch: &TokenBatch) -> Result<ApnsPush, ApnsError> {
         Ok(ApnsPush {
             payload: payload::prepare(&batch.message(), batch.sent_at, &self.topic)?,
             environment: batch.environment,

@@ -13,6 +13,15 @@ use clarion_proto::{Notification, Priority, PushType};
 use http::{HeaderMap, HeaderValue};
 use serde_json::Value;
 
+/// Why a notification's APNs push cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum PayloadError {
+    #[error("cannot build the APNs payload: {0}")]
+    Body(#[from] serde_json::Error),
+    #[error("the collapse key is not a valid header value")]
+    CollapseKey,
+}
+
 /// A notification ready to push to any iOS device.
 pub struct PreparedApns {
     pub body: Bytes,
@@ -25,8 +34,8 @@ pub fn prepare(
     notification: &Notification,
     sent_at: DateTime<Utc>,
     topic: &HeaderValue,
-) -> Result<PreparedApns, String> {
-    let body = body(notification).map_err(|err| format!("cannot build the APNs payload: {err}"))?;
+) -> Result<PreparedApns, PayloadError> {
+    let body = body(notification)?;
     let mut headers = HeaderMap::new();
     headers.insert("apns-topic", topic.clone());
     let (push_type, priority) = match (notification.push_type, notification.priority) {
@@ -40,8 +49,7 @@ pub fn prepare(
     let expires = sent_at.timestamp().max(0) as u64 + u64::from(notification.ttl_seconds);
     headers.insert("apns-expiration", HeaderValue::from(expires));
     if let Some(key) = &notification.collapse_key {
-        let value = HeaderValue::from_str(key)
-            .map_err(|_| "the collapse key is not a valid header value".to_owned())?;
+        let value = HeaderValue::from_str(key).map_err(|_| PayloadError::CollapseKey)?;
         headers.insert("apns-collapse-id", value);
     }
     headers.insert("content-type", HeaderValue::from_static("application/json"));

@@ -14,6 +14,22 @@ use serde::Serialize;
 /// Never renew more often than this, even when Apple says the token expired.
 const MIN_RENEWAL_INTERVAL: Duration = Duration::from_secs(60);
 
+/// Why a provider token cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("cannot read {path}: {source}")]
+    ReadKey { path: String, source: std::io::Error },
+    #[error("{path} is not a PKCS#8 EC (.p8) key: {source}")]
+    Key {
+        path: String,
+        source: jsonwebtoken::errors::Error,
+    },
+    #[error("signing the provider token: {0}")]
+    Sign(jsonwebtoken::errors::Error),
+    #[error("the provider token is not a valid header value: {0}")]
+    Header(#[from] http::header::InvalidHeaderValue),
+}
+
 #[derive(Serialize)]
 struct Claims<'a> {
     iss: &'a str,
@@ -40,11 +56,11 @@ impl ProviderToken {
         key_id: &str,
         team_id: &str,
         refresh_after: Duration,
-    ) -> Result<Self, String> {
-        let pem =
-            std::fs::read(key_file).map_err(|err| format!("cannot read {}: {err}", key_file.display()))?;
-        let key = EncodingKey::from_ec_pem(&pem)
-            .map_err(|err| format!("{} is not a PKCS#8 EC (.p8) key: {err}", key_file.display()))?;
+    ) -> Result<Self, TokenError> {
+        let path = || key_file.display().to_string();
+        let pem = std::fs::read(key_file).map_err(|source| TokenError::ReadKey { path: path(), source })?;
+        let key =
+            EncodingKey::from_ec_pem(&pem).map_err(|source| TokenError::Key { path: path(), source })?;
         let first = sign(&key, key_id, team_id)?;
         Ok(Self {
             key,
@@ -96,13 +112,12 @@ impl ProviderToken {
     }
 }
 
-fn sign(key: &EncodingKey, key_id: &str, team_id: &str) -> Result<HeaderValue, String> {
+fn sign(key: &EncodingKey, key_id: &str, team_id: &str) -> Result<HeaderValue, TokenError> {
     let mut header = Header::new(Algorithm::ES256);
     header.kid = Some(key_id.to_owned());
     let iat = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let jwt = jsonwebtoken::encode(&header, &Claims { iss: team_id, iat }, key)
-        .map_err(|err| format!("signing the provider token: {err}"))?;
-    HeaderValue::from_str(&format!("bearer {jwt}")).map_err(|err| err.to_string())
+    let jwt = jsonwebtoken::encode(&header, &Claims { iss: team_id, iat }, key).map_err(TokenError::Sign)?;
+    Ok(HeaderValue::from_str(&format!("bearer {jwt}"))?)
 }

@@ -21,7 +21,7 @@ use tracing::{info, warn};
 use yup_oauth2::authenticator::Authenticator;
 use yup_oauth2::{CustomHyperClientBuilder, ServiceAccountAuthenticator, ServiceAccountKey};
 
-use crate::http2::client_config;
+use crate::http2::{TlsError, client_config};
 
 pub const FCM_SCOPE: &str = "https://www.googleapis.com/auth/firebase.messaging";
 /// A token is renewed this long before it expires.
@@ -34,6 +34,25 @@ const MIN_FORCED_RENEWAL: Duration = Duration::from_secs(30);
 pub const TOKEN_FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 
 type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+
+/// Why no access token (or no authenticator) could be had.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error("cannot read the service account {path}: {source}")]
+    ServiceAccount { path: String, source: std::io::Error },
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error("cannot set up the OAuth2 client: {0}")]
+    Client(std::io::Error),
+    #[error("OAuth2 token request got no answer within {0:?}")]
+    NoAnswer(Duration),
+    #[error("OAuth2 token request failed: {0}")]
+    Request(#[from] yup_oauth2::Error),
+    #[error("the OAuth2 answer holds no access token")]
+    NoToken,
+    #[error("the access token is not a valid header value: {0}")]
+    Header(#[from] http::header::InvalidHeaderValue),
+}
 
 struct Cached {
     header: HeaderValue,
@@ -50,13 +69,16 @@ pub struct FcmAuth {
 
 /// The service account's project and the authenticator for it. The token
 /// fetch trusts `extra_ca` like every other outbound client.
-pub async fn from_credentials(path: &Path, extra_ca: Option<&Path>) -> Result<(String, FcmAuth), String> {
+pub async fn from_credentials(path: &Path, extra_ca: Option<&Path>) -> Result<(String, FcmAuth), AuthError> {
     let key: ServiceAccountKey = yup_oauth2::read_service_account_key(path)
         .await
-        .map_err(|err| format!("cannot read the service account {}: {err}", path.display()))?;
+        .map_err(|source| AuthError::ServiceAccount {
+            path: path.display().to_string(),
+            source,
+        })?;
     let project = key.project_id.clone().unwrap_or_default();
     // hyper-rustls negotiates ALPN itself: a configuration without it.
-    let tls = client_config(extra_ca, &[]).map_err(|err| err.to_string())?;
+    let tls = client_config(extra_ca, &[])?;
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(Arc::unwrap_or_clone(tls))
         .https_only()
@@ -72,7 +94,7 @@ pub async fn from_credentials(path: &Path, extra_ca: Option<&Path>) -> Result<(S
     let authenticator = ServiceAccountAuthenticator::with_client(key, CustomHyperClientBuilder::from(client))
         .build()
         .await
-        .map_err(|err| format!("cannot set up the OAuth2 client: {err}"))?;
+        .map_err(AuthError::Client)?;
     Ok((
         project,
         FcmAuth {
@@ -85,7 +107,7 @@ pub async fn from_credentials(path: &Path, extra_ca: Option<&Path>) -> Result<(S
 
 impl FcmAuth {
     /// The `authorization` header value, fetching a token when none is fresh.
-    pub async fn header(&self) -> Result<HeaderValue, String> {
+    pub async fn header(&self) -> Result<HeaderValue, AuthError> {
         let now = Instant::now();
         let Some(cached) = self.cached.load_full().filter(|c| now < c.expires_at) else {
             return self.fetch(false).await;
@@ -119,7 +141,7 @@ impl FcmAuth {
         }
     }
 
-    async fn fetch(&self, force: bool) -> Result<HeaderValue, String> {
+    async fn fetch(&self, force: bool) -> Result<HeaderValue, AuthError> {
         let one_at_a_time = self.fetching.lock().await;
         self.fetch_holding(force, one_at_a_time).await
     }
@@ -129,7 +151,7 @@ impl FcmAuth {
         &self,
         force: bool,
         _held: tokio::sync::MutexGuard<'_, ()>,
-    ) -> Result<HeaderValue, String> {
+    ) -> Result<HeaderValue, AuthError> {
         if !force && let Some(cached) = self.cached.load_full().filter(|c| Instant::now() < c.renew_at) {
             return Ok(cached.header.clone());
         }
@@ -142,10 +164,9 @@ impl FcmAuth {
         };
         let token = tokio::time::timeout(TOKEN_FETCH_TIMEOUT, request)
             .await
-            .map_err(|_| format!("OAuth2 token request got no answer within {TOKEN_FETCH_TIMEOUT:?}"))?
-            .map_err(|err| format!("OAuth2 token request failed: {err}"))?;
-        let value = token.token().ok_or("the OAuth2 answer holds no access token")?;
-        let header = HeaderValue::from_str(&format!("Bearer {value}")).map_err(|err| err.to_string())?;
+            .map_err(|_| AuthError::NoAnswer(TOKEN_FETCH_TIMEOUT))??;
+        let value = token.token().ok_or(AuthError::NoToken)?;
+        let header = HeaderValue::from_str(&format!("Bearer {value}"))?;
         let lifetime = token
             .expiration_time()
             .map(|expires| {

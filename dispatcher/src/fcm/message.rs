@@ -38,7 +38,7 @@ pub fn prepare(
     notification: &Notification,
     sent_at: DateTime<Utc>,
     now: DateTime<Utc>,
-) -> Result<PreparedFcm, String> {
+) -> Result<PreparedFcm, serde_json::Error> {
     let mut message = Map::new();
     let alert = notification.push_type.is_alert();
     if alert {
@@ -70,7 +70,7 @@ pub fn prepare(
         message.insert("data".into(), Value::Object(data));
     }
 
-    let rest = serde_json::to_string(&Value::Object(message)).map_err(|err| err.to_string())?;
+    let rest = serde_json::to_string(&Value::Object(message))?;
     // `rest` is `{...}` and never empty: it always holds `notification`.
     Ok(PreparedFcm {
         prefix: Bytes::from_static(br#"{"message":{"token":""#),

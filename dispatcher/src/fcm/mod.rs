@@ -2,6 +2,7 @@
 //! transport, with an OAuth2 service-account token.
 
 pub mod auth;
+pub mod channel_error;
 pub mod errors;
 pub mod message;
 pub mod settings;
@@ -16,6 +17,7 @@ use crate::channel::{Attempt, PushChannel, Transport};
 use crate::config::Settings;
 use crate::http2::Http2Pool;
 use auth::FcmAuth;
+pub use channel_error::FcmError;
 use message::PreparedFcm;
 pub use settings::FcmSettings;
 
@@ -33,7 +35,7 @@ pub struct FcmChannel {
 
 impl FcmChannel {
     /// Reads the service account; the first access token is fetched on first use.
-    pub async fn new(settings: &FcmSettings, transport: Transport) -> Result<Self, String> {
+    pub async fn new(settings: &FcmSettings, transport: Transport) -> Result<Self, FcmError> {
         let Transport {
             tls,
             limits,
@@ -43,18 +45,18 @@ impl FcmChannel {
         let credentials = settings
             .credentials_file
             .clone()
-            .ok_or("CLARION_FCM_CREDENTIALS_FILE is required for --platform android")?;
+            .ok_or(FcmError::MissingCredentials)?;
         let (account_project, auth) = auth::from_credentials(&credentials, extra_ca).await?;
         let project = settings
             .project_id
             .clone()
             .filter(|p| !p.is_empty())
             .or(Some(account_project).filter(|p| !p.is_empty()))
-            .ok_or("no Firebase project: set CLARION_FCM_PROJECT_ID or use credentials with a project_id")?;
+            .ok_or(FcmError::NoProject)?;
         let pool = Http2Pool::new(&settings.endpoint, tls, limits)?;
         let uri = pool
             .uri(format!("/v1/projects/{project}/messages:send"))
-            .map_err(|_| format!("{project:?} is not a usable Firebase project id"))?;
+            .map_err(|_| FcmError::ProjectId(project.clone()))?;
         Ok(Self {
             pool,
             auth,
@@ -68,8 +70,24 @@ impl PushChannel for FcmChannel {
     const PLATFORM: Platform = Platform::Android;
     const PROVIDER: &'static str = "fcm";
     type Prepared = PreparedFcm;
+    type Error = FcmError;
+    const NOT_THE_PROVIDER: &'static str = errors::NOT_FCM;
+    const ENDPOINT_SETTING: &'static str = "CLARION_FCM_ENDPOINT (or the app's fcm_endpoint)";
+    const MISCONFIGURED: &'static [&'static str] = &[
+        errors::NOT_FCM,
+        "PERMISSION_DENIED",
+        "THIRD_PARTY_AUTH_ERROR",
+        "NOT_FOUND",
+        "UnexpectedStatus",
+    ];
+    const SETTINGS_TO_CHECK: &'static str = "the endpoint, service account and Firebase project";
+    const DEFAULT_APP_SETTINGS: &'static str = "CLARION_FCM_CREDENTIALS_FILE (and CLARION_FCM_PROJECT_ID)";
 
-    async fn connect(settings: &Settings, transport: Transport) -> Result<Self, String> {
+    fn default_configured(settings: &Settings) -> bool {
+        settings.fcm.credentials_file.is_some()
+    }
+
+    async fn connect(settings: &Settings, transport: Transport) -> Result<Self, FcmError> {
         Self::new(&settings.fcm, transport).await
     }
 
@@ -82,8 +100,12 @@ impl PushChannel for FcmChannel {
         Some(for_app)
     }
 
-    fn prepare(&self, batch: &TokenBatch) -> Result<PreparedFcm, String> {
-        message::prepare(&batch.message(), batch.sent_at, chrono::Utc::now())
+    fn prepare(&self, batch: &TokenBatch) -> Result<PreparedFcm, FcmError> {
+        Ok(message::prepare(
+            &batch.message(),
+            batch.sent_at,
+            chrono::Utc::now(),
+        )?)
     }
 
     async fn send(&self, token: &str, prepared: &PreparedFcm) -> Attempt {

@@ -39,11 +39,10 @@ use tracing::field::Empty;
 use tracing::{Instrument, debug, error, info, warn};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use crate::apns::errors::NOT_APNS;
 use crate::breaker::Breaker;
 use crate::channel::PushChannel;
 use crate::delivery::{BatchOutcome, Deliverer};
-use crate::fcm::errors::NOT_FCM;
+use crate::metrics;
 
 /// A batch as this process knows it: its id and the digest of its tokens
 /// (a job re-cut after registrations changed republishes shifted batches,
@@ -165,18 +164,17 @@ impl<C: PushChannel> DeliveryHandler for TokenBatchHandler<C> {
                 .breaker
                 .observe(notification, segment, &outcome.counts, failures)
             {
-                metrics::counter!("clarion_dispatcher_breaker_opened_total", "platform" => batch.platform.as_str())
-                    .increment(1);
+                metrics::breaker_opened(batch.platform).increment(1);
                 error!(
                     notification.id = %notification,
                     segment,
                     "ALERT: every one of this segment's first pushes was answered gone, invalid or as if \
-                     misconfigured; holding back the rest of the segment (check the endpoint, key, bundle id, \
-                     Firebase project and APNs environment)"
+                     misconfigured; holding back the rest of the segment (check {})",
+                    C::SETTINGS_TO_CHECK
                 );
             }
             let elapsed = started.elapsed();
-            span.in_scope(|| observe(&batch, &outcome, elapsed));
+            span.in_scope(|| observe::<C>(&batch, &outcome, elapsed));
             // Built inside the batch's span: the reports carry its context.
             let messages = span.in_scope(|| worker.messages(&batch, outcome));
             match messages {
@@ -214,8 +212,7 @@ fn held_back(batch: &TokenBatch) -> BatchOutcome {
 }
 
 fn count_batch(platform: Platform, outcome: &'static str) {
-    metrics::counter!("clarion_dispatcher_batches_total", "platform" => platform.as_str(), "outcome" => outcome)
-        .increment(1);
+    metrics::batches(platform, outcome).increment(1);
 }
 
 /// What a worker found when it took a batch.
@@ -284,6 +281,7 @@ impl<C: PushChannel> TokenBatchHandler<C> {
             first_accept_at: outcome.first_accept_at,
             last_accept_at: outcome.last_accept_at,
             accepts: outcome.accepts,
+            refused: outcome.refused,
         };
         let mut messages = vec![self.publisher.outgoing(&report)?];
         for (reason, tokens) in [
@@ -309,7 +307,7 @@ impl<C: PushChannel> TokenBatchHandler<C> {
 
 /// Logs, records on the batch's span and counts what became of a batch:
 /// once per batch, never once per token.
-fn observe(batch: &TokenBatch, outcome: &BatchOutcome, elapsed: std::time::Duration) {
+fn observe<C: PushChannel>(batch: &TokenBatch, outcome: &BatchOutcome, elapsed: std::time::Duration) {
     let counts = &outcome.counts;
     let id: BatchId = batch.batch_id;
     let tokens = batch.tokens.len();
@@ -327,7 +325,7 @@ fn observe(batch: &TokenBatch, outcome: &BatchOutcome, elapsed: std::time::Durat
             .collect();
         span.add_event("push failures", reasons);
     }
-    let platform = batch.platform.as_str();
+    let platform = batch.platform;
     let results = [
         ("sent", counts.sent),
         ("failed", counts.failed),
@@ -340,18 +338,14 @@ fn observe(batch: &TokenBatch, outcome: &BatchOutcome, elapsed: std::time::Durat
     ];
     for (result, count) in results {
         if count > 0 {
-            metrics::counter!("clarion_dispatcher_pushes_total", "platform" => platform, "result" => result)
-                .increment(u64::from(count));
+            metrics::pushes(platform, result).increment(u64::from(count));
         }
     }
     for (reason, count) in &outcome.failures {
-        metrics::counter!("clarion_dispatcher_push_failures_total", "platform" => platform, "reason" => *reason)
-            .increment(u64::from(*count));
+        metrics::push_failures(platform, reason).increment(u64::from(*count));
     }
-    metrics::counter!("clarion_dispatcher_retries_total", "platform" => platform)
-        .increment(u64::from(outcome.retries));
-    metrics::histogram!("clarion_dispatcher_batch_duration_seconds", "platform" => platform)
-        .record(elapsed.as_secs_f64());
+    metrics::retries(platform).increment(u64::from(outcome.retries));
+    metrics::batch_duration(platform).record(elapsed.as_secs_f64());
     info!(
         notification.id = %id.notification_id,
         batch = %id,
@@ -372,7 +366,7 @@ fn observe(batch: &TokenBatch, outcome: &BatchOutcome, elapsed: std::time::Durat
     let impostor = outcome
         .failures
         .iter()
-        .find(|(reason, _)| [NOT_APNS, NOT_FCM].contains(reason));
+        .find(|(reason, _)| **reason == C::NOT_THE_PROVIDER);
     if let Some((reason, count)) = impostor {
         error!(
             notification.id = %id.notification_id,
@@ -380,8 +374,10 @@ fn observe(batch: &TokenBatch, outcome: &BatchOutcome, elapsed: std::time::Durat
             provider = %batch.platform,
             reason = *reason,
             pushes = *count,
-            "the provider endpoint answers like no APNs / FCM server: check CLARION_APNS_ENDPOINT / \
-             CLARION_FCM_ENDPOINT; the tokens are kept and the pushes counted failed"
+            "the provider endpoint answers like no {} server: check {}; the tokens are kept and the pushes \
+             counted failed",
+            C::PROVIDER,
+            C::ENDPOINT_SETTING
         );
     }
     if tokens > 0 && f64::from(counts.invalid) / tokens as f64 > SUSPICIOUS_INVALID_SHARE {
@@ -390,7 +386,8 @@ fn observe(batch: &TokenBatch, outcome: &BatchOutcome, elapsed: std::time::Durat
             batch = %id,
             invalid = counts.invalid,
             tokens,
-            "many tokens refused as invalid: check the bundle id / Firebase project / APNs environment"
+            "many tokens refused as invalid: check {}",
+            C::SETTINGS_TO_CHECK
         );
     }
 }

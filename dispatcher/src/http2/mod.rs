@@ -7,5 +7,6 @@ mod coalesce;
 mod pool;
 mod tls;
 
-pub use pool::{Http2Pool, Liveness, PoolLimits, Response, TransportError};
+pub use pool::{Http2Pool, Liveness, PoolError, PoolLimits, Response, TransportError};
+pub use tls::TlsError;
 pub use tls::client_config;

@@ -37,6 +37,7 @@ use tokio_rustls::TlsConnector;
 use tracing::{debug, info, warn};
 
 use super::coalesce::Coalesced;
+use crate::metrics;
 
 /// Flow-control windows: large enough that small pushes never wait on them.
 const STREAM_WINDOW: u32 = 1 << 20;
@@ -111,6 +112,21 @@ impl TransportError {
     }
 }
 
+/// Why a pool cannot be built for a base URL (a setting's mistake).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PoolError {
+    #[error("invalid URL {url:?}: {source}")]
+    Url { url: String, source: url::ParseError },
+    #[error("{0:?} is not an https URL")]
+    NotHttps(String),
+    #[error("{0:?} names no host")]
+    NoHost(String),
+    #[error("invalid authority in {url:?}: {reason}")]
+    Authority { url: String, reason: String },
+    #[error("invalid server name in {url:?}: {reason}")]
+    ServerName { url: String, reason: String },
+}
+
 struct Connection {
     sender: SendRequest<Bytes>,
     /// Takes no new stream: it went away, broke or was found dead. Set by
@@ -164,11 +180,11 @@ pub struct Http2Pool {
     liveness: Liveness,
     max_streams: usize,
     opened: AtomicU64,
-    /// `clarion_dispatcher_http2_streams_in_flight{origin}`.
+    /// [`metrics::STREAMS_IN_FLIGHT`].
     in_flight: metrics::Gauge,
-    /// `clarion_dispatcher_http2_connections_opened_total{origin}`.
+    /// [`metrics::CONNECTIONS_OPENED`].
     opened_total: metrics::Counter,
-    /// `clarion_dispatcher_http2_connections_retired_total{origin, reason}`.
+    /// [`metrics::CONNECTIONS_RETIRED`].
     retired_total: Retirements,
 }
 
@@ -181,13 +197,7 @@ struct Retirements {
 
 impl Retirements {
     fn new(origin: &str) -> Self {
-        let counter = |reason: &'static str| {
-            metrics::counter!(
-                "clarion_dispatcher_http2_connections_retired_total",
-                "origin" => origin.to_owned(),
-                "reason" => reason
-            )
-        };
+        let counter = |reason: &'static str| metrics::connections_retired(origin, reason);
         Self {
             went_away: counter("goaway"),
             broken: counter("broken"),
@@ -196,38 +206,45 @@ impl Retirements {
     }
 }
 
-/// `clarion_dispatcher_http2_connections_retired_total{reason="ping"}`,
+/// [`metrics::CONNECTIONS_RETIRED`] with reason `ping`,
 /// counted by the connection's own task.
 fn ping_retirements(origin: &str) -> metrics::Counter {
-    metrics::counter!(
-        "clarion_dispatcher_http2_connections_retired_total",
-        "origin" => origin.to_owned(),
-        "reason" => "ping"
-    )
+    metrics::connections_retired(origin, "ping")
 }
 
 impl Http2Pool {
     /// A pool of `connections` to the origin of `base_url` (https only);
     /// nothing is connected until the first request.
-    pub fn new(base_url: &str, tls: Arc<ClientConfig>, limits: PoolLimits) -> Result<Self, String> {
-        let url = url::Url::parse(base_url).map_err(|err| format!("invalid URL {base_url:?}: {err}"))?;
+    pub fn new(base_url: &str, tls: Arc<ClientConfig>, limits: PoolLimits) -> Result<Self, PoolError> {
+        let url = url::Url::parse(base_url).map_err(|source| PoolError::Url {
+            url: base_url.to_owned(),
+            source,
+        })?;
         if url.scheme() != "https" {
-            return Err(format!("{base_url:?} is not an https URL"));
+            return Err(PoolError::NotHttps(base_url.to_owned()));
         }
         let host = url
             .host_str()
-            .ok_or_else(|| format!("{base_url:?} names no host"))?
+            .ok_or_else(|| PoolError::NoHost(base_url.to_owned()))?
             .to_owned();
         let port = url.port_or_known_default().unwrap_or(443);
-        let authority: Authority = format!("{host}:{port}")
-            .parse()
-            .map_err(|err| format!("invalid authority in {base_url:?}: {err}"))?;
-        let server_name = ServerName::try_from(host.trim_matches(['[', ']']).to_owned())
-            .map_err(|err| format!("invalid server name in {base_url:?}: {err}"))?;
+        let authority: Authority =
+            format!("{host}:{port}")
+                .parse()
+                .map_err(|err: http::uri::InvalidUri| PoolError::Authority {
+                    url: base_url.to_owned(),
+                    reason: err.to_string(),
+                })?;
+        let server_name = ServerName::try_from(host.trim_matches(['[', ']']).to_owned()).map_err(|err| {
+            PoolError::ServerName {
+                url: base_url.to_owned(),
+                reason: err.to_string(),
+            }
+        })?;
         let origin = format!("{host}:{port}");
         Ok(Self {
-            in_flight: metrics::gauge!("clarion_dispatcher_http2_streams_in_flight", "origin" => origin.clone()),
-            opened_total: metrics::counter!("clarion_dispatcher_http2_connections_opened_total", "origin" => origin.clone()),
+            in_flight: metrics::streams_in_flight(&origin),
+            opened_total: metrics::connections_opened(&origin),
             retired_total: Retirements::new(&origin),
             origin,
             host,

@@ -241,6 +241,24 @@ impl Cluster {
     /// Starts one more dispatcher for `platform` with the cluster's flags
     /// plus `extra`; returns its index in `dispatchers`.
     pub async fn start_dispatcher(&mut self, platform: Platform, extra: &[&str]) -> usize {
+        // The mocks' bundle, which holds the servers' CA too.
+        let mut flags = self.mocks().dispatcher_args();
+        flags.extend(self.options.dispatcher.iter().cloned());
+        flags.extend(extra.iter().map(|arg| arg.to_string()));
+        self.try_start_dispatcher_with(platform, flags)
+            .await
+            .expect("dispatcher starts")
+    }
+
+    /// Starts one more dispatcher for `platform` with only the broker's
+    /// and the retry flags plus `flags`: no mock credentials for the
+    /// `default` app, unlike [`Cluster::start_dispatcher`]. Returns its
+    /// index in `dispatchers`, or why it did not start.
+    pub async fn try_start_dispatcher_with(
+        &mut self,
+        platform: Platform,
+        flags: Vec<String>,
+    ) -> Result<usize, clarion_dispatcher::StartError> {
         let mut args = vec![
             "clarion-dispatcher".to_owned(),
             format!("--platform={platform}"),
@@ -250,17 +268,10 @@ impl Cluster {
             "--dispatch-retry-base-ms=20".into(),
             "--dispatch-retry-max-ms=500".into(),
         ];
-        // The mocks' bundle, which holds the servers' CA too.
-        args.extend(self.mocks().dispatcher_args());
-        args.extend(self.options.dispatcher.iter().cloned());
-        args.extend(extra.iter().map(|arg| arg.to_string()));
+        args.extend(flags);
         let settings = clarion_dispatcher::Settings::try_parse_from(args).expect("dispatcher settings");
-        self.dispatchers.push(
-            clarion_dispatcher::start(settings)
-                .await
-                .expect("dispatcher starts"),
-        );
-        self.dispatchers.len() - 1
+        self.dispatchers.push(clarion_dispatcher::start(settings).await?);
+        Ok(self.dispatchers.len() - 1)
     }
 
     /// Waits until the notification is complete (or cancelled / failed and
