@@ -11,6 +11,8 @@ use crate::locale::{LocaleError, LocalizedText, MAX_LOCALIZATIONS, normalize_loc
 use crate::presentation::{InterruptionLevel, PushType, sound_field};
 use crate::topic::{TopicError, validate_topic};
 
+mod presentation_rules;
+
 /// Largest APNs payload Apple accepts for a regular alert, in bytes.
 pub const APNS_MAX_PAYLOAD_BYTES: usize = 4096;
 /// Largest FCM message payload (notification + data), in bytes.
