@@ -28,9 +28,12 @@ pub struct MocksArgs {
     /// h2load threads.
     #[arg(long, default_value_t = 1)]
     pub h2load_threads: u32,
-    /// Where the JSON report goes.
-    #[arg(long, default_value = "load-tests/results/mocks-h2load.json")]
-    pub out: PathBuf,
+    /// Where the JSON report goes (default `--out-dir`/mocks-h2load.json).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Directory of the report (`mocks-h2load.json`) when `--out` is not given.
+    #[arg(long, default_value_os_t = super::default_results_dir())]
+    pub out_dir: PathBuf,
 }
 
 #[derive(Debug, Serialize)]
@@ -102,7 +105,8 @@ pub async fn run(args: MocksArgs) -> Result<MocksReport> {
         cpus: std::thread::available_parallelism().map_or(1, usize::from),
         git_commit: git_commit(),
     };
-    write_json(&args.out, &report)?;
+    let out = args.out.clone().unwrap_or_else(|| args.out_dir.join("mocks-h2load.json"));
+    write_json(&out, &report)?;
     Ok(report)
 }
 
