@@ -16,7 +16,12 @@ const CONFIGURATION_PAGE: &str = "docs/src/operate/configuration.md";
 const METRICS_PAGE: &str = "docs/src/operate/observability.md";
 const DEMO_HELP: &str = "scripts/demo.help";
 /// The folders whose code records the services' metrics.
-const METRIC_SOURCES: [&str; 4] = ["coordinator/src", "harvester/src", "dispatcher/src", "runtime/src"];
+const METRIC_SOURCES: [&str; 4] = [
+    "coordinator/src",
+    "harvester/src",
+    "dispatcher/src",
+    "runtime/src",
+];
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -102,7 +107,11 @@ fn every_setting_is_in_the_configuration_table() {
     let mut documented: BTreeMap<String, String> = BTreeMap::new();
     for row in table_rows(&read(CONFIGURATION_PAGE)) {
         let services = row.get(1).cloned().unwrap_or_default();
-        for name in row.first().map(|cell| names_in(cell, "CLARION_")).unwrap_or_default() {
+        for name in row
+            .first()
+            .map(|cell| names_in(cell, "CLARION_"))
+            .unwrap_or_default()
+        {
             documented.insert(name, services.clone());
         }
     }
@@ -135,7 +144,11 @@ fn every_setting_is_in_the_configuration_table() {
             ));
         }
     }
-    assert!(problems.is_empty(), "the configuration table is out of date:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "the configuration table is out of date:\n{}",
+        problems.join("\n")
+    );
 }
 
 /// `cell` less what stands in parentheses (a label's values: `outcome`
@@ -223,7 +236,10 @@ fn recorded_metrics() -> BTreeMap<String, Metric> {
         .iter()
         .map(|path| {
             let relative = path.strip_prefix(&root).unwrap_or(path).display().to_string();
-            (relative, std::fs::read_to_string(path).expect("a source file reads"))
+            (
+                relative,
+                std::fs::read_to_string(path).expect("a source file reads"),
+            )
         })
         .collect();
     let mut metrics: BTreeMap<String, Metric> = BTreeMap::new();
@@ -272,10 +288,17 @@ fn every_metric_is_in_the_metrics_table() {
     // metric → (type cell, labels cell)
     let mut documented: BTreeMap<String, (String, String)> = BTreeMap::new();
     for row in table_rows(&read(METRICS_PAGE)) {
-        for name in row.first().map(|cell| names_in(cell, "clarion_")).unwrap_or_default() {
+        for name in row
+            .first()
+            .map(|cell| names_in(cell, "clarion_"))
+            .unwrap_or_default()
+        {
             documented.insert(
                 name,
-                (row.get(1).cloned().unwrap_or_default(), row.get(2).cloned().unwrap_or_default()),
+                (
+                    row.get(1).cloned().unwrap_or_default(),
+                    row.get(2).cloned().unwrap_or_default(),
+                ),
             );
         }
     }
@@ -288,7 +311,11 @@ fn every_metric_is_in_the_metrics_table() {
             None => problems.push(format!(
                 "{name} ({kind} recorded in {sites}) has no row in the metrics table of {METRICS_PAGE}: add \
                  `| \\`{name}\\` | {kind} | {} | <service> | <meaning> |`",
-                if labels.is_empty() { "—".to_string() } else { labels.join(", ") },
+                if labels.is_empty() {
+                    "—".to_string()
+                } else {
+                    labels.join(", ")
+                },
             )),
             Some((kind_cell, labels_cell)) => {
                 for kind in &metric.kinds {
@@ -323,12 +350,19 @@ fn every_metric_is_in_the_metrics_table() {
             ));
         }
     }
-    assert!(problems.is_empty(), "the metrics table is out of date:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "the metrics table is out of date:\n{}",
+        problems.join("\n")
+    );
 }
 
 #[test]
 fn the_demo_help_file_is_what_the_demo_prints() {
-    let help = match DemoArgs::command().term_width(100).try_get_matches_from(["clarion-demo", "--help"]) {
+    let help = match DemoArgs::command()
+        .term_width(100)
+        .try_get_matches_from(["clarion-demo", "--help"])
+    {
         Err(err) if err.kind() == clap::error::ErrorKind::DisplayHelp => err.render().to_string(),
         other => panic!("clarion-demo --help did not display help: {other:?}"),
     };

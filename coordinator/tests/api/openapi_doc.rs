@@ -50,9 +50,16 @@ fn first_difference(a: &Value, b: &Value, at: String) -> String {
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
             for key in x.keys().chain(y.keys()) {
-                let (left, right) = (x.get(key).unwrap_or(&Value::Null), y.get(key).unwrap_or(&Value::Null));
+                let (left, right) = (
+                    x.get(key).unwrap_or(&Value::Null),
+                    y.get(key).unwrap_or(&Value::Null),
+                );
                 if left != right {
-                    return first_difference(left, right, format!("{at}/{}", key.replace('~', "~0").replace('/', "~1")));
+                    return first_difference(
+                        left,
+                        right,
+                        format!("{at}/{}", key.replace('~', "~0").replace('/', "~1")),
+                    );
                 }
             }
             at
@@ -61,7 +68,9 @@ fn first_difference(a: &Value, b: &Value, at: String) -> String {
             .iter()
             .zip(y)
             .position(|(left, right)| left != right)
-            .map_or(at.clone(), |index| first_difference(&x[index], &y[index], format!("{at}/{index}"))),
+            .map_or(at.clone(), |index| {
+                first_difference(&x[index], &y[index], format!("{at}/{index}"))
+            }),
         _ => {
             if at.is_empty() {
                 "the root".to_string()

@@ -508,7 +508,10 @@ pub async fn run(args: ChaosArgs) -> Result<ChaosReport> {
         started_at,
         took_s: started.elapsed().as_secs_f64(),
     };
-    let out = args.out.clone().unwrap_or_else(|| args.out_dir.join("chaos.json"));
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| args.out_dir.join("chaos.json"));
     write_json(&out, &report)?;
     println!();
     print!("{}", markdown_table(&report.scenarios));

@@ -105,7 +105,10 @@ pub async fn run(args: MocksArgs) -> Result<MocksReport> {
         cpus: std::thread::available_parallelism().map_or(1, usize::from),
         git_commit: git_commit(),
     };
-    let out = args.out.clone().unwrap_or_else(|| args.out_dir.join("mocks-h2load.json"));
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| args.out_dir.join("mocks-h2load.json"));
     write_json(&out, &report)?;
     Ok(report)
 }
