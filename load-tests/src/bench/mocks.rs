@@ -121,7 +121,8 @@ pub async fn h2load_apns(apns: &ApnsMock, requests: u64) -> Result<f64> {
         connections: 2,
         streams: 500,
         h2load_threads: 1,
-        out: PathBuf::new(),
+        out: None,
+        out_dir: PathBuf::new(),
     };
     Ok(apns_h2load_run(apns, &args)?.requests_per_s)
 }
