@@ -5,7 +5,7 @@
 #     docker build -t clarion .
 # The load-test tools (demo, benchmarks, mock APNs / FCM) in their own image:
 #     docker build --target load-tests -t clarion-load-tests .
-# The build step is the demo's (scripts/demo, README): cargo build --release --locked --bins --workspace.
+# The build step (every binary, release profile): cargo build --release --locked --bins --workspace.
 
 FROM rust:1.95-bookworm AS build
 WORKDIR /src

@@ -137,3 +137,14 @@ ensure_services() {
 target_dir() {
   echo "${CARGO_TARGET_DIR:-$CLARION_ROOT/target}"
 }
+
+# mdBook, pinned, for building the docs book (docs/): installed with cargo
+# only when that version is missing (a few minutes on two cores, once).
+MDBOOK_VERSION=0.4.52
+ensure_mdbook() {
+  if command -v mdbook >/dev/null 2>&1 && [ "$(mdbook --version)" = "mdbook v$MDBOOK_VERSION" ]; then
+    return
+  fi
+  say "installing mdbook $MDBOOK_VERSION with cargo (once)"
+  cargo install mdbook --locked --version "$MDBOOK_VERSION"
+}

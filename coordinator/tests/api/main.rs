@@ -12,6 +12,7 @@ mod hygiene;
 mod listing;
 mod methods;
 mod migrations;
+mod openapi_doc;
 mod posture;
 mod registrations;
 mod reports;

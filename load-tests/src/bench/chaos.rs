@@ -131,9 +131,12 @@ pub struct ChaosArgs {
     /// Extra `KEY=VALUE` settings for every Clarion process (repeatable).
     #[arg(long = "set", value_parser = super::run::parse_setting)]
     pub settings: Vec<(String, String)>,
-    /// Where the JSON report is written.
-    #[arg(long, default_value = "load-tests/results/chaos.json")]
-    pub out: PathBuf,
+    /// Where the JSON report is written (default `--out-dir`/chaos.json).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Directory of the report (`chaos.json`) when `--out` is not given.
+    #[arg(long, default_value_os_t = super::default_results_dir())]
+    pub out_dir: PathBuf,
 }
 
 /// The scenarios, in the order they run by default.
@@ -505,14 +508,18 @@ pub async fn run(args: ChaosArgs) -> Result<ChaosReport> {
         started_at,
         took_s: started.elapsed().as_secs_f64(),
     };
-    write_json(&args.out, &report)?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| args.out_dir.join("chaos.json"));
+    write_json(&out, &report)?;
     println!();
     print!("{}", markdown_table(&report.scenarios));
     println!(
         "\n{} of {} scenarios passed; report in {}",
         report.passed,
         report.scenarios.len(),
-        args.out.display()
+        out.display()
     );
     Ok(report)
 }

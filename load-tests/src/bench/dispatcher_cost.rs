@@ -41,7 +41,7 @@ pub struct DispatcherCostArgs {
     /// Name of the result file under `--out-dir`.
     #[arg(long, default_value = "dispatcher-cost")]
     pub name: String,
-    #[arg(long, default_value = "load-tests/results")]
+    #[arg(long, default_value_os_t = super::default_results_dir())]
     pub out_dir: PathBuf,
     /// What counts the cost: instructions (callgrind) or CPU time, system
     /// calls and context switches at full speed (perf stat).

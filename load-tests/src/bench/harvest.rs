@@ -38,9 +38,12 @@ pub struct HarvestArgs {
     /// Tokens per shard job the coordinator plans (`CLARION_TOKENS_PER_JOB`).
     #[arg(long, default_value_t = 10_000)]
     pub tokens_per_job: u64,
-    /// Where the JSON report goes (default `load-tests/results/harvest-<devices>.json`).
+    /// Where the JSON report goes (default `harvest-<devices>.json` in `--out-dir`).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Directory of the report when `--out` is not given.
+    #[arg(long, default_value_os_t = super::default_results_dir())]
+    pub out_dir: PathBuf,
 }
 
 #[derive(Debug, Serialize)]
@@ -180,7 +183,7 @@ pub async fn run(args: HarvestArgs) -> Result<HarvestReport> {
     };
     let out = args
         .out
-        .unwrap_or_else(|| PathBuf::from(format!("load-tests/results/harvest-{devices}.json")));
+        .unwrap_or_else(|| args.out_dir.join(format!("harvest-{devices}.json")));
     write_json(&out, &report)?;
     println!(
         "harvested {} devices in {:.2} s: {:.0} tokens/s; harvester peak RSS {:.1} MiB, CPU {:.1} s; report in {}",

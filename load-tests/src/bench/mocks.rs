@@ -28,9 +28,12 @@ pub struct MocksArgs {
     /// h2load threads.
     #[arg(long, default_value_t = 1)]
     pub h2load_threads: u32,
-    /// Where the JSON report goes.
-    #[arg(long, default_value = "load-tests/results/mocks-h2load.json")]
-    pub out: PathBuf,
+    /// Where the JSON report goes (default `--out-dir`/mocks-h2load.json).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Directory of the report (`mocks-h2load.json`) when `--out` is not given.
+    #[arg(long, default_value_os_t = super::default_results_dir())]
+    pub out_dir: PathBuf,
 }
 
 #[derive(Debug, Serialize)]
@@ -103,7 +106,11 @@ pub async fn run(args: MocksArgs) -> Result<MocksReport> {
         cpus: std::thread::available_parallelism().map_or(1, usize::from),
         git_commit: git_commit(),
     };
-    write_json(&args.out, &report)?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| args.out_dir.join("mocks-h2load.json"));
+    write_json(&out, &report)?;
     Ok(report)
 }
 
@@ -115,7 +122,8 @@ pub async fn h2load_apns(apns: &ApnsMock, requests: u64) -> Result<f64> {
         connections: 2,
         streams: 500,
         h2load_threads: 1,
-        out: PathBuf::new(),
+        out: None,
+        out_dir: PathBuf::new(),
     };
     Ok(apns_h2load_run(apns, &args)?.requests_per_s)
 }

@@ -1,5 +1,6 @@
 //! Benchmarks run against real processes: each writes its figures as JSON
-//! under `load-tests/results/`.
+//! under `bench-results/` beside its executable (in the cargo target
+//! directory), or in `--out-dir` (`load-tests/results` for the committed set).
 
 pub mod api_check;
 pub mod ceiling;
@@ -126,7 +127,17 @@ pub async fn start_mocks(
     Ok((apns, fcm))
 }
 
-/// Writes `report` as pretty JSON to `path`, creating its directory.
+/// Where the benchmarks write their results unless given `--out-dir`:
+/// `bench-results` beside the benchmark's executable (under the cargo
+/// target directory), so a trial run never replaces the committed results
+/// of `load-tests/results/` (pass `--out-dir load-tests/results` for that).
+pub fn default_results_dir() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("bench-results")))
+        .unwrap_or_else(|| PathBuf::from("target/bench-results"))
+}
+
 /// Where the benchmarks' cluster processes write their logs: `bench-logs`
 /// beside the benchmark's executable.
 pub fn bench_log_dir() -> Result<PathBuf> {
@@ -136,6 +147,8 @@ pub fn bench_log_dir() -> Result<PathBuf> {
         .join("bench-logs"))
 }
 
+/// Writes `report` as pretty JSON to `path`, creating its directory.
+/// Writes `report` as pretty JSON to `path`, creating its directory.
 pub fn write_json(path: &Path, report: &impl Serialize) -> Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;

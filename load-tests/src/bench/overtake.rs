@@ -70,7 +70,7 @@ pub struct OvertakeArgs {
     #[arg(long = "set", value_parser = parse_setting)]
     pub settings: Vec<(String, String)>,
     /// Where `overtake.json` is written.
-    #[arg(long, default_value = "load-tests/results")]
+    #[arg(long, default_value_os_t = super::default_results_dir())]
     pub out_dir: PathBuf,
 }
 

@@ -50,7 +50,7 @@ pub struct PacingArgs {
     #[arg(long = "set", value_parser = parse_setting)]
     pub settings: Vec<(String, String)>,
     /// Where the JSON report and the SVG plot are written.
-    #[arg(long, default_value = "load-tests/results")]
+    #[arg(long, default_value_os_t = super::default_results_dir())]
     pub out_dir: PathBuf,
 }
 

@@ -24,7 +24,7 @@ pub struct ScalingArgs {
     /// Name of the summary files under `--out-dir`.
     #[arg(long, default_value = "scaling")]
     pub name: String,
-    #[arg(long, default_value = "load-tests/results")]
+    #[arg(long, default_value_os_t = super::default_results_dir())]
     pub out_dir: PathBuf,
 }
 

@@ -31,11 +31,11 @@ enum Command {
     /// The chaos suite: faults injected mid-send into a cluster of release
     /// processes (kills, SIGTERM, broker and database restarts, provider
     /// storms, a hung OAuth2 endpoint, a black hole, cancel with workers
-    /// down); writes load-tests/results/chaos.json and prints a table.
+    /// down); writes chaos.json and prints a table.
     Chaos(ChaosArgs),
     /// Instructions per push of one dispatcher per platform, counted by
     /// valgrind --tool=callgrind over one send to --devices devices (half
-    /// iPhones); writes load-tests/results/dispatcher-cost.json.
+    /// iPhones); writes dispatcher-cost.json.
     DispatcherCost(DispatcherCostArgs),
     /// Harvest rate and harvester memory for one large topic.
     Harvest(HarvestArgs),
@@ -43,11 +43,11 @@ enum Command {
     Mocks(MocksArgs),
     /// Does a send wait behind another? A small send into a big one, an
     /// urgent send into a bulk one, two equal sends, each with the job
-    /// relay's scheduling off and on; writes load-tests/results/overtake.json.
+    /// relay's scheduling off and on; writes overtake.json.
     Overtake(OvertakeArgs),
     /// Several Android dispatchers sharing one FCM project's quota, which
     /// the mock enforces; one replica killed mid-send; writes
-    /// load-tests/results/pacing.json and pacing.svg.
+    /// pacing.json and pacing.svg.
     Pacing(PacingArgs),
     /// Bulk-loads a synthetic audience with COPY.
     Seed(SeedArgs),

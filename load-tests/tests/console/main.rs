@@ -5,7 +5,7 @@
 //! edited then cancelled, find them in history, an XSS title shown as text, signed-out
 //! access refused, and a phone-width window without sideways scrolling.
 //!
-//! `CLARION_CONSOLE_SCREENSHOTS=docs` also saves the README's screenshots.
+//! `CLARION_CONSOLE_SCREENSHOTS=docs/src/images` also saves the book's screenshots.
 
 mod browser;
 
