@@ -148,7 +148,6 @@ pub fn bench_log_dir() -> Result<PathBuf> {
 }
 
 /// Writes `report` as pretty JSON to `path`, creating its directory.
-/// Writes `report` as pretty JSON to `path`, creating its directory.
 pub fn write_json(path: &Path, report: &impl Serialize) -> Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
