@@ -6,6 +6,7 @@
 //! `send_at`. (That a `send_at` must lie in the next 30 days is said in
 //! words: a schema cannot compare with the present.)
 
+use clarion_proto::Platform;
 use clarion_proto::app::{APP_ID_PATTERN, MAX_APP_ID_BYTES};
 use clarion_proto::locale::{LOCALE_PATTERN, MAX_LOCALE_BYTES, MAX_LOCALIZATIONS};
 use clarion_proto::payload::{
@@ -13,7 +14,9 @@ use clarion_proto::payload::{
     MAX_TOPICS_PER_NOTIFICATION, MAX_TTL_SECONDS, MAX_URL_BYTES, RESERVED_DATA_KEY_PATTERN, TEXT_PATTERN,
     URL_PATTERN,
 };
-use clarion_proto::platform::{APNS_TOKEN_HEX_LEN, FCM_TOKEN_MAX_LEN, FCM_TOKEN_MIN_LEN, TOKEN_PATTERN};
+use clarion_proto::platform::{
+    APNS_TOKEN_HEX_LEN, FCM_TOKEN_MAX_LEN, FCM_TOKEN_MIN_LEN, TOKEN_PATTERN, segments,
+};
 use clarion_proto::presentation::{MAX_BADGE, MAX_NAME_BYTES, NAME_PATTERN};
 use clarion_proto::topic::{MAX_TOPIC_LEN, TOPIC_PATTERN};
 use serde_json::{Value, json};
@@ -172,10 +175,20 @@ pub fn state_limits(doc: &mut Value, max_topics_per_device: u32) {
         &format!("{register}/locale"),
         json!({"pattern": LOCALE_PATTERN, "maxLength": MAX_LOCALE_BYTES}),
     );
+    let platforms: Vec<&str> = Platform::ALL.iter().map(|p| p.as_str()).collect();
     merge(
         doc,
         &format!("{register}/platform"),
-        json!({"enum": ["ios", "android"]}),
+        json!({
+            "enum": platforms,
+            "example": platforms.first(),
+            "description": format!("{}.", in_words(&platforms)),
+        }),
+    );
+    merge(
+        doc,
+        "/components/schemas/HeldSegment/properties/segment",
+        json!({"example": segments().next()}),
     );
     merge(
         doc,
@@ -253,12 +266,31 @@ fn state_path_parameters(doc: &mut Value) {
                         app(),
                         "The app (`default` when absent): `default` or one of CLARION_APPS_FILE".to_owned(),
                     ),
+                    Some("segment") => {
+                        let mut schema = parameter["schema"].take();
+                        schema["pattern"] =
+                            json!(format!("^({})$", segments().collect::<Vec<_>>().join("|")));
+                        let names: Vec<String> = segments().map(|s| format!("`{s}`")).collect();
+                        let description =
+                            format!("Only this segment ({}); all when absent.", names.join(", "));
+                        (schema, description)
+                    }
                     _ => continue,
                 };
                 parameter["schema"] = schema;
                 parameter["description"] = json!(description);
             }
         }
+    }
+}
+
+/// `names` in backticks, the last after "or": `` `a`, `b` or `c` ``.
+fn in_words(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|name| format!("`{name}`")).collect();
+    match quoted.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
     }
 }
 

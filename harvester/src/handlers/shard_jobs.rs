@@ -66,22 +66,17 @@ impl DeliveryHandler for ShardJobHandler {
             let started = Instant::now();
             match worker.run(&job).instrument(span.clone()).await {
                 Ok(report) => {
-                    if let JobOutcome::Harvested {
-                        ios,
-                        android,
-                        batches,
-                    } = report.outcome
-                    {
+                    if let JobOutcome::Harvested { devices, batches } = report.outcome {
                         let elapsed = started.elapsed();
-                        let tokens = ios + android;
+                        let tokens = devices.total();
                         span.record("tokens", tokens);
                         span.record("batches", batches);
                         metrics::counter!("clarion_harvester_jobs_total", "outcome" => "harvested")
                             .increment(1);
-                        metrics::counter!("clarion_harvester_tokens_total", "platform" => "ios")
-                            .increment(ios);
-                        metrics::counter!("clarion_harvester_tokens_total", "platform" => "android")
-                            .increment(android);
+                        for (platform, count) in devices.iter() {
+                            metrics::counter!("clarion_harvester_tokens_total", "platform" => platform.as_str())
+                                .increment(*count);
+                        }
                         metrics::counter!("clarion_harvester_batches_total").increment(u64::from(batches));
                         metrics::histogram!("clarion_harvester_job_duration_seconds")
                             .record(elapsed.as_secs_f64());
@@ -91,8 +86,7 @@ impl DeliveryHandler for ShardJobHandler {
                                 job = job.job_index,
                                 shards = %job.shards,
                                 attempt,
-                                ios,
-                                android,
+                                devices = ?devices,
                                 batches,
                                 elapsed_ms = elapsed.as_millis() as u64,
                                 tokens_per_s = (tokens as f64 / elapsed.as_secs_f64().max(1e-6)) as u64,
@@ -134,8 +128,7 @@ impl ShardJobHandler {
             notification_id: job.notification_id,
             job_index: job.job_index,
             outcome: JobOutcome::Harvested {
-                ios: totals.ios,
-                android: totals.android,
+                devices: totals.devices,
                 batches: totals.batches,
             },
         };
