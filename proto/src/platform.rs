@@ -147,6 +147,14 @@ pub const FCM_TOKEN_MAX_LEN: usize = 4096;
 pub const APNS_TOKEN_PATTERN: &str = "^[0-9A-Fa-f]{64}$";
 /// A plausible FCM token as a regular expression.
 pub const FCM_TOKEN_PATTERN: &str = "^[A-Za-z0-9_:.-]{100,4096}$";
+/// What a device token looks like on each platform, for the OpenAPI
+/// description of a `token` path parameter.
+pub fn token_description() -> String {
+    format!(
+        "Device token: iOS (APNs) {APNS_TOKEN_HEX_LEN} hexadecimal characters (stored lowercase); \
+         Android (FCM) {FCM_TOKEN_MIN_LEN} to {FCM_TOKEN_MAX_LEN} letters, digits, `-`, `_`, `:` and `.`"
+    )
+}
 /// A token plausible for one platform or the other ([`is_plausible_token`]).
 pub const TOKEN_PATTERN: &str = "^(?:[0-9A-Fa-f]{64}|[A-Za-z0-9_:.-]{100,4096})$";
 

@@ -15,7 +15,7 @@ use clarion_proto::payload::{
     URL_PATTERN,
 };
 use clarion_proto::platform::{
-    APNS_TOKEN_HEX_LEN, FCM_TOKEN_MAX_LEN, FCM_TOKEN_MIN_LEN, TOKEN_PATTERN, segments,
+    APNS_TOKEN_HEX_LEN, FCM_TOKEN_MAX_LEN, TOKEN_PATTERN, segments, token_description,
 };
 use clarion_proto::presentation::{MAX_BADGE, MAX_NAME_BYTES, NAME_PATTERN};
 use clarion_proto::topic::{MAX_TOPIC_LEN, TOPIC_PATTERN};
@@ -54,13 +54,6 @@ fn token() -> Value {
         "minLength": APNS_TOKEN_HEX_LEN,
         "maxLength": FCM_TOKEN_MAX_LEN,
     })
-}
-
-fn token_description() -> String {
-    format!(
-        "Device token: iOS (APNs) {APNS_TOKEN_HEX_LEN} hexadecimal characters (stored lowercase); \
-         Android (FCM) {FCM_TOKEN_MIN_LEN} to {FCM_TOKEN_MAX_LEN} letters, digits, `-`, `_`, `:` and `.`"
-    )
 }
 
 /// Adds the limits to `doc`, an OpenAPI document as JSON.
