@@ -54,6 +54,22 @@ pub async fn run(database_url: &str) -> Result<Vec<String>, MigrationError> {
 /// Applies every pending migration over a session trusting what `trust`
 /// trusts; returns the names of those applied.
 pub async fn run_with(database_url: &str, trust: &Trust) -> Result<Vec<String>, MigrationError> {
+    migrate(database_url, trust, refinery::Target::Latest).await
+}
+
+/// Applies the pending migrations up to `version` and no further (a test of
+/// a later migration on rows an older schema stored); returns the names of
+/// those applied.
+pub async fn run_up_to(database_url: &str, version: u16) -> Result<Vec<String>, MigrationError> {
+    let trust = Trust::load(&clarion_runtime::TlsSettings::default())?;
+    migrate(database_url, &trust, refinery::Target::Version(version.into())).await
+}
+
+async fn migrate(
+    database_url: &str,
+    trust: &Trust,
+    target_version: refinery::Target,
+) -> Result<Vec<String>, MigrationError> {
     let mut target = PgTarget::new(database_url, trust)?;
     target.config_mut().connect_timeout(CONNECT_TIMEOUT);
     let (mut client, driver) = match target.connect().await {
@@ -79,7 +95,10 @@ pub async fn run_with(database_url: &str, trust: &Trust) -> Result<Vec<String>, 
         ))
         .await
         .map_err(MigrationError::Lock)?;
-    let report = embedded::migrations::runner().run_async(&mut client).await;
+    let report = embedded::migrations::runner()
+        .set_target(target_version)
+        .run_async(&mut client)
+        .await;
     // Closing the session releases the lock even if the unlock fails.
     let _ = client
         .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK_KEY])

@@ -1,8 +1,8 @@
 //! Cutting a stream of (token, platform, environment, locale) into token
 //! batches.
 //!
-//! One open batch per delivery target (iOS production, iOS sandbox,
-//! Android) and text (the default, or one of the notification's
+//! One open batch per delivery target (a platform and APNs environment:
+//! a segment of the safety valve) and text (the default, or one of the notification's
 //! `localizations`, the device's best match): every batch gets one payload.
 //! A batch leaves as soon as it is full, the rest when the stream ends.
 //! Sequence numbers follow the order batches leave, so the same stream cut
@@ -11,43 +11,43 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use clarion_proto::{ApnsEnvironment, BatchId, Notification, Platform, TokenBatch, WireVersion};
+use clarion_proto::{ApnsEnvironment, BatchId, Notification, PerPlatform, Platform, TokenBatch, WireVersion};
 use uuid::Uuid;
 
-/// Where a batch goes: platform plus APNs environment.
+/// Where a batch goes: a platform and one of its APNs environments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Target {
-    IosProduction,
-    IosSandbox,
-    Android,
+struct Target {
+    platform: Platform,
+    environment: ApnsEnvironment,
 }
 
 impl Target {
-    const ALL: [Target; 3] = [Target::IosProduction, Target::IosSandbox, Target::Android];
+    /// Every target, in [`Platform::ALL`] then environment order: the order
+    /// [`BatchCutter::finish`] seals in (batch ids depend on it).
+    fn all() -> Vec<Target> {
+        Platform::ALL
+            .into_iter()
+            .flat_map(|platform| {
+                platform.environments().iter().map(move |&environment| Target {
+                    platform,
+                    environment,
+                })
+            })
+            .collect()
+    }
 
+    /// Where a device of `platform` in `environment` goes: a platform that
+    /// keeps no environments apart has one target.
     fn of(platform: Platform, environment: ApnsEnvironment) -> Self {
-        match (platform, environment) {
-            (Platform::Ios, ApnsEnvironment::Production) => Target::IosProduction,
-            (Platform::Ios, ApnsEnvironment::Sandbox) => Target::IosSandbox,
-            (Platform::Android, _) => Target::Android,
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-
-    fn platform(self) -> Platform {
-        match self {
-            Target::IosProduction | Target::IosSandbox => Platform::Ios,
-            Target::Android => Platform::Android,
-        }
-    }
-
-    fn environment(self) -> ApnsEnvironment {
-        match self {
-            Target::IosSandbox => ApnsEnvironment::Sandbox,
-            _ => ApnsEnvironment::Production,
+        let environments = platform.environments();
+        let environment = if environments.contains(&environment) {
+            environment
+        } else {
+            environments.first().copied().unwrap_or_default()
+        };
+        Target {
+            platform,
+            environment,
         }
     }
 }
@@ -55,19 +55,15 @@ impl Target {
 /// What a job's batches held.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BatchTotals {
-    pub ios: u64,
-    pub android: u64,
+    /// Devices of each platform.
+    pub devices: PerPlatform<u64>,
     pub batches: u32,
 }
 
 impl BatchTotals {
     /// Counts one more batch.
     pub fn add(&mut self, batch: &TokenBatch) {
-        let tokens = batch.tokens.len() as u64;
-        match batch.platform {
-            Platform::Ios => self.ios += tokens,
-            Platform::Android => self.android += tokens,
-        }
+        self.devices[batch.platform] += batch.tokens.len() as u64;
         self.batches += 1;
     }
 }
@@ -82,6 +78,8 @@ pub struct BatchCutter {
     texts: Vec<Option<String>>,
     /// A device locale → index in `texts`, as resolved so far.
     resolved: HashMap<String, usize>,
+    /// Every target, in sealing order.
+    targets: Vec<Target>,
     /// Open batches, indexed by target × text.
     open: Vec<Vec<String>>,
     /// Batches sealed so far: the next batch's `seq`.
@@ -97,6 +95,7 @@ impl BatchCutter {
         batch_size: usize,
     ) -> Self {
         let batch_size = batch_size.max(1);
+        let targets = Target::all();
         let texts: Vec<Option<String>> = std::iter::once(None)
             .chain(notification.localizations.keys().cloned().map(Some))
             .collect();
@@ -106,7 +105,8 @@ impl BatchCutter {
             sent_at,
             notification,
             batch_size,
-            open: vec![Vec::new(); Target::ALL.len() * texts.len()],
+            open: vec![Vec::new(); targets.len() * texts.len()],
+            targets,
             texts,
             resolved: HashMap::new(),
             sealed: 0,
@@ -140,21 +140,27 @@ impl BatchCutter {
     ) -> Option<TokenBatch> {
         let target = Target::of(platform, environment);
         let text = self.text_of(locale);
-        let slot = target.index() * self.texts.len() + text;
+        let target_index = self.target_index(target);
+        let slot = target_index * self.texts.len() + text;
         let open = &mut self.open[slot];
         if open.capacity() == 0 {
             open.reserve_exact(self.batch_size);
         }
         open.push(token.to_owned());
-        (open.len() >= self.batch_size).then(|| self.seal(target, text))
+        (open.len() >= self.batch_size).then(|| self.seal(target_index, text))
+    }
+
+    /// The position of `target` in `targets` (a handful: a scan is cheap).
+    fn target_index(&self, target: Target) -> usize {
+        self.targets.iter().position(|t| *t == target).unwrap_or_default()
     }
 
     /// The partly filled batches, in target then text order.
     pub fn finish(mut self) -> Vec<TokenBatch> {
         let mut batches = Vec::new();
-        for target in Target::ALL {
+        for target in 0..self.targets.len() {
             for text in 0..self.texts.len() {
-                if !self.open[target.index() * self.texts.len() + text].is_empty() {
+                if !self.open[target * self.texts.len() + text].is_empty() {
                     batches.push(self.seal(target, text));
                 }
             }
@@ -162,8 +168,9 @@ impl BatchCutter {
         batches
     }
 
-    fn seal(&mut self, target: Target, text: usize) -> TokenBatch {
-        let slot = target.index() * self.texts.len() + text;
+    fn seal(&mut self, target_index: usize, text: usize) -> TokenBatch {
+        let target = self.targets[target_index];
+        let slot = target_index * self.texts.len() + text;
         let tokens = std::mem::take(&mut self.open[slot]);
         let batch = TokenBatch {
             v: WireVersion::CURRENT,
@@ -172,8 +179,8 @@ impl BatchCutter {
                 job_index: self.job_index,
                 seq: self.sealed,
             },
-            platform: target.platform(),
-            environment: target.environment(),
+            platform: target.platform,
+            environment: target.environment,
             sent_at: self.sent_at,
             notification: self.notification.clone(),
             locale: self.texts[text].clone(),
@@ -224,8 +231,7 @@ mod tests {
         assert_eq!(
             totals,
             BatchTotals {
-                ios: 0,
-                android: 5,
+                devices: PerPlatform::from_fn(|p| if p == Platform::Android { 5 } else { 0 }),
                 batches: 3
             }
         );
@@ -290,7 +296,7 @@ mod tests {
                 prop_assert_eq!(batch.batch_id.seq as usize, seq);
             }
             prop_assert_eq!(totals.batches as usize, batches.len());
-            prop_assert_eq!(totals.ios + totals.android, rows.len() as u64);
+            prop_assert_eq!(totals.devices.total(), rows.len() as u64);
             // The same stream cut again gives the same batches.
             prop_assert_eq!(cut(&rows, size).0, batches);
         }

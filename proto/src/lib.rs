@@ -10,6 +10,7 @@ pub mod locale;
 pub mod messages;
 pub mod names;
 pub mod payload;
+pub mod per_platform;
 pub mod platform;
 pub mod presentation;
 pub mod shard;
@@ -26,6 +27,7 @@ pub use messages::{
 };
 pub use names::Names;
 pub use payload::{Notification, PayloadError, Priority};
+pub use per_platform::PerPlatform;
 pub use platform::{ApnsEnvironment, Platform, TokenError};
 pub use presentation::{InterruptionLevel, PushType};
 pub use shard::{SHARD_SPACE, ShardRange, shard_of};

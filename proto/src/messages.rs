@@ -10,13 +10,23 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::payload::Notification;
+use crate::per_platform::PerPlatform;
 use crate::platform::{ApnsEnvironment, Platform};
 use crate::shard::ShardRange;
 
-/// The wire format version this build writes and reads.
-pub const WIRE_VERSION: u16 = 1;
+/// The wire format version this build writes.
+///
+/// 2: a harvested job's device counts are keyed by any platform of
+/// [`Platform::ALL`] (1 had `ios` and `android` only, and a reader of 1
+/// would drop a count on another platform: it must refuse 2 instead).
+pub const WIRE_VERSION: u16 = 2;
 
-/// The `v` field of every message; deserializes only from [`WIRE_VERSION`].
+/// The oldest wire version this build still reads: every message of
+/// version 1 reads as the same message of version 2.
+pub const OLDEST_READABLE_WIRE_VERSION: u16 = 1;
+
+/// The `v` field of every message; deserializes only from
+/// [`OLDEST_READABLE_WIRE_VERSION`] to [`WIRE_VERSION`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "u16", into = "u16")]
 pub struct WireVersion(u16);
@@ -35,11 +45,12 @@ impl TryFrom<u16> for WireVersion {
     type Error = String;
 
     fn try_from(v: u16) -> Result<Self, Self::Error> {
-        if v == WIRE_VERSION {
+        if (OLDEST_READABLE_WIRE_VERSION..=WIRE_VERSION).contains(&v) {
             Ok(WireVersion(v))
         } else {
             Err(format!(
-                "wire version {v} is not supported by this build (it speaks {WIRE_VERSION})"
+                "wire version {v} is not supported by this build (it speaks \
+                 {OLDEST_READABLE_WIRE_VERSION} to {WIRE_VERSION})"
             ))
         }
     }
@@ -165,8 +176,15 @@ pub struct JobReport {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum JobOutcome {
-    /// Every batch of the job was confirmed by the broker.
-    Harvested { ios: u64, android: u64, batches: u32 },
+    /// Every batch of the job was confirmed by the broker: how many devices
+    /// of each platform it harvested (beside `batches`, keyed by platform
+    /// name: `{"kind": "harvested", "ios": 3, "android": 4, "batches": 1}`,
+    /// as in version 1; a platform this build does not know is refused).
+    Harvested {
+        #[serde(flatten)]
+        devices: PerPlatform<u64>,
+        batches: u32,
+    },
     /// The job was given up (delivery limit reached or unreadable).
     Failed { reason: String },
 }
@@ -384,6 +402,57 @@ mod tests {
         assert_eq!(decode::<Control>(&encode(&control).unwrap()).unwrap(), control);
     }
 
+    /// A job report as a version-1 harvester wrote it reads as the same
+    /// counts; the version this build writes is 2.
+    #[test]
+    fn a_version_1_job_report_reads_with_the_same_counts() {
+        let old = r#"{"v":1,"notification_id":"00000000-0000-0000-0000-000000000007","job_index":4,
+                      "outcome":{"kind":"harvested","ios":3,"android":40,"batches":2}}"#;
+        let report = decode::<JobReport>(old.as_bytes()).unwrap();
+        let JobOutcome::Harvested { devices, batches } = report.outcome else {
+            panic!("{report:?}");
+        };
+        assert_eq!(
+            (devices[Platform::Ios], devices[Platform::Android], batches),
+            (3, 40, 2)
+        );
+        assert_eq!(devices.total(), 43);
+        assert_eq!(u16::from(report.v), 1);
+
+        let written: serde_json::Value = serde_json::from_slice(
+            &encode(&JobReport {
+                v: WireVersion::CURRENT,
+                notification_id: Uuid::nil(),
+                job_index: 4,
+                outcome: JobOutcome::Harvested { devices, batches },
+            })
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(written["v"], 2);
+        assert_eq!(
+            written["outcome"],
+            serde_json::json!({"kind": "harvested", "ios": 3, "android": 40, "batches": 2})
+        );
+    }
+
+    /// A count on a platform this build does not know, or a version older
+    /// than it reads, is refused with its name: never read as fewer devices.
+    #[test]
+    fn an_unknown_platform_or_an_old_version_is_refused_by_name() {
+        let web = r#"{"v":2,"notification_id":"00000000-0000-0000-0000-000000000007","job_index":4,
+                      "outcome":{"kind":"harvested","ios":3,"web":5,"batches":2}}"#;
+        let err = decode::<JobReport>(web.as_bytes()).unwrap_err();
+        assert!(err.to_string().contains("web"), "{err}");
+        let ancient = r#"{"v":0,"notification_id":"00000000-0000-0000-0000-000000000007","job_index":4,
+                          "outcome":{"kind":"failed","reason":"x"}}"#;
+        let err = decode::<JobReport>(ancient.as_bytes()).unwrap_err();
+        assert!(
+            err.to_string().contains("wire version 0 is not supported"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn a_refused_batch_names_the_code_the_app_and_the_platform() {
         let old = r#"{"v":1,"batch_id":{"notification_id":"00000000-0000-0000-0000-000000000007","job_index":3,"seq":12},
@@ -493,7 +562,8 @@ mod tests {
             prop_assert_eq!(decode::<DeliveryReport>(&encode(&report).unwrap()).unwrap(), report);
 
             let outcome = if harvested {
-                JobOutcome::Harvested { ios: u64::from(sent), android: u64::from(invalid), batches: 3 }
+                let devices = PerPlatform::from_fn(|p| u64::from(if p.index() % 2 == 0 { sent } else { invalid }));
+                JobOutcome::Harvested { devices, batches: 3 }
             } else {
                 JobOutcome::Failed { reason: format!("attempt {sent}") }
             };

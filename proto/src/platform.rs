@@ -15,8 +15,16 @@ pub enum Platform {
 }
 
 impl Platform {
-    /// Every platform, in a fixed order.
-    pub const ALL: [Platform; 2] = [Platform::Ios, Platform::Android];
+    /// How many platforms there are.
+    pub const COUNT: usize = 2;
+
+    /// Every platform, in a fixed order (each one's [`Platform::index`]).
+    pub const ALL: [Platform; Platform::COUNT] = [Platform::Ios, Platform::Android];
+
+    /// Position in [`Platform::ALL`].
+    pub const fn index(self) -> usize {
+        self as usize
+    }
 
     /// The lowercase name used in the API, in the database and as routing key.
     pub fn as_str(self) -> &'static str {
@@ -24,6 +32,21 @@ impl Platform {
             Platform::Ios => "ios",
             Platform::Android => "android",
         }
+    }
+
+    /// The APNs environments a device of this platform is registered in:
+    /// only Apple keeps development builds apart; every other platform's
+    /// devices are `production`.
+    pub fn environments(self) -> &'static [ApnsEnvironment] {
+        match self {
+            Platform::Ios => &[ApnsEnvironment::Production, ApnsEnvironment::Sandbox],
+            Platform::Android => &[ApnsEnvironment::Production],
+        }
+    }
+
+    /// True when a registration of this platform names its environment.
+    pub fn has_environments(self) -> bool {
+        self.environments().len() > 1
     }
 }
 
@@ -67,13 +90,31 @@ impl ApnsEnvironment {
 
 /// The segment a push belongs to for the safety valve: where one
 /// misconfiguration (a wrong bundle id, project or APNs environment) would
-/// hit every push alike — `ios/production`, `ios/sandbox` or `android`.
+/// hit every push alike — the platform, and the APNs environment on a
+/// platform that has several ([`segments`] lists them all).
 pub fn segment(platform: Platform, environment: ApnsEnvironment) -> &'static str {
     match (platform, environment) {
         (Platform::Ios, ApnsEnvironment::Production) => "ios/production",
         (Platform::Ios, ApnsEnvironment::Sandbox) => "ios/sandbox",
         (Platform::Android, _) => "android",
     }
+}
+
+/// Every segment of the safety valve, in a fixed order: each platform's
+/// environments in [`Platform::ALL`] order.
+pub fn segments() -> impl Iterator<Item = &'static str> {
+    Platform::ALL.into_iter().flat_map(|platform| {
+        platform
+            .environments()
+            .iter()
+            .map(move |environment| segment(platform, *environment))
+    })
+}
+
+/// The segment named `name`, as a `'static` name (a metric label from a
+/// fixed set); `None` for a name that is no segment.
+pub fn segment_named(name: &str) -> Option<&'static str> {
+    segments().find(|segment| *segment == name)
 }
 
 impl fmt::Display for ApnsEnvironment {
@@ -106,16 +147,28 @@ pub const FCM_TOKEN_MAX_LEN: usize = 4096;
 pub const APNS_TOKEN_PATTERN: &str = "^[0-9A-Fa-f]{64}$";
 /// A plausible FCM token as a regular expression.
 pub const FCM_TOKEN_PATTERN: &str = "^[A-Za-z0-9_:.-]{100,4096}$";
+/// What a device token looks like on each platform, for the OpenAPI
+/// description of a `token` path parameter.
+pub fn token_description() -> String {
+    format!(
+        "Device token: iOS (APNs) {APNS_TOKEN_HEX_LEN} hexadecimal characters (stored lowercase); \
+         Android (FCM) {FCM_TOKEN_MIN_LEN} to {FCM_TOKEN_MAX_LEN} letters, digits, `-`, `_`, `:` and `.`"
+    )
+}
 /// A token plausible for one platform or the other ([`is_plausible_token`]).
 pub const TOKEN_PATTERN: &str = "^(?:[0-9A-Fa-f]{64}|[A-Za-z0-9_:.-]{100,4096})$";
 
 /// Why a token or platform was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TokenError {
-    #[error("unknown platform {0:?}: expected \"ios\" or \"android\"")]
+    #[error("unknown platform {0:?}: expected {names}", names = platform_names())]
     UnknownPlatform(String),
     #[error("unknown APNs environment {0:?}: expected \"production\" or \"sandbox\"")]
     UnknownEnvironment(String),
+    #[error("`environment` applies to iOS tokens only")]
+    NoEnvironments,
+    #[error("not a device token: expected 64 hex characters (iOS) or an FCM registration token (Android)")]
+    NotAToken,
     #[error("an iOS device token is {APNS_TOKEN_HEX_LEN} hexadecimal characters; got {0} characters")]
     ApnsLength(usize),
     #[error("an iOS device token is hexadecimal; found {0:?}")]
@@ -178,6 +231,19 @@ pub fn canonical_token(token: &str) -> String {
 pub fn token_prefix(token: &str) -> &str {
     let end = token.char_indices().nth(8).map_or(token.len(), |(i, _)| i);
     &token[..end]
+}
+
+/// The platforms' names, for messages: `"a", "b" or "c"`.
+fn platform_names() -> String {
+    let names: Vec<String> = Platform::ALL
+        .iter()
+        .map(|platform| format!("{:?}", platform.as_str()))
+        .collect();
+    match names.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
 }
 
 fn is_fcm_token_char(c: char) -> bool {
@@ -281,5 +347,27 @@ mod tests {
             "windows".parse::<Platform>(),
             Err(TokenError::UnknownPlatform("windows".into()))
         );
+        assert_eq!(
+            TokenError::UnknownPlatform("windows".into()).to_string(),
+            r#"unknown platform "windows": expected "ios" or "android""#
+        );
+        for (index, platform) in Platform::ALL.into_iter().enumerate() {
+            assert_eq!(platform.index(), index);
+        }
+    }
+
+    #[test]
+    fn segments_are_each_platform_and_environment_once() {
+        let all: Vec<&str> = segments().collect();
+        assert_eq!(all, ["ios/production", "ios/sandbox", "android"]);
+        for platform in Platform::ALL {
+            for environment in platform.environments() {
+                assert_eq!(
+                    segment_named(segment(platform, *environment)),
+                    Some(segment(platform, *environment))
+                );
+            }
+        }
+        assert_eq!(segment_named("ios"), None);
     }
 }

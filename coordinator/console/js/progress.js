@@ -9,6 +9,8 @@ import { $, confirmDialog, el, formatCount, formatMs, formatTime, formatVerdict,
 const POLL_MS = 1000;
 const FINISHED = ['complete', 'failed', 'cancelled'];
 const TWO_MINUTES = 120;
+// How a platform's name reads in the table; any other shows as named.
+const PLATFORM_LABELS = { ios: 'iOS', android: 'Android' };
 
 export function showProgress(main, id) {
   main.replaceChildren(fromTemplate('tpl-progress'));
@@ -67,11 +69,13 @@ export function showProgress(main, id) {
     $('#cancel-button').hidden = FINISHED.includes(status.status);
   }
 
+  // One row per platform the status names (its `delivery` keys, in the
+  // API's order): a new channel shows without a change here.
   function renderPlatforms(status) {
-    const rows = ['ios', 'android'].map((platform) => {
+    const rows = Object.keys(status.delivery).map((platform) => {
       const d = status.delivery[platform];
       const row = el('tr', '', { 'data-platform': platform });
-      row.append(el('th', platform === 'ios' ? 'iOS' : 'Android', { scope: 'row' }));
+      row.append(el('th', PLATFORM_LABELS[platform] ?? platform, { scope: 'row' }));
       for (const value of [status.audience[platform], d.sent, d.failed, d.unregistered, d.invalid, d.expired]) {
         row.append(el('td', formatCount(value)));
       }

@@ -60,8 +60,8 @@ pub async fn get_curve(
     caller.require(Scope::Send)?;
     let id = id.into_inner();
     let stored = find(&state, id).await?;
-    let audience = stored.audience_ios + stored.audience_android;
-    let gone = stored.ios.unregistered + stored.android.unregistered;
+    let audience = stored.audience.total();
+    let gone = stored.unregistered();
     let conn = state.pool.get().await.map_err(DbError::from)?;
     let buckets = accept_histogram(&*conn, id).await?;
     json_with_etag(&request, &curve(&buckets, reachable(audience, gone)))

@@ -5,6 +5,7 @@
 //! audited and idempotent.
 
 use actix_web::{HttpResponse, get, post, web};
+use clarion_proto::platform::{segment_named, segments};
 use clarion_runtime::db::DbError;
 use serde::{Deserialize, Serialize};
 use tracing::{Instrument, info};
@@ -19,15 +20,12 @@ use crate::progress::held::{Settled, Verdict, settle_held};
 use crate::store::audit::{self, Action};
 use crate::store::held;
 
-/// The segments the safety valve judges.
-const SEGMENTS: [&str; 3] = ["ios/production", "ios/sandbox", "android"];
-
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct SegmentFilter {
-    /// Only this segment (`ios/production`, `ios/sandbox`, `android`); all when absent.
-    #[param(pattern = "^(ios/production|ios/sandbox|android)$")]
+    // Its description and pattern (the segments, from
+    // `clarion_proto::platform::segments`) are stated by `api/limits.rs`.
     pub segment: Option<String>,
 }
 
@@ -36,10 +34,10 @@ impl SegmentFilter {
     /// not release or discard nothing and say 200).
     fn validated(self) -> Result<Option<String>, ApiError> {
         match self.segment {
-            Some(segment) if !SEGMENTS.contains(&segment.as_str()) => Err(ApiError::Invalid(format!(
+            Some(segment) if segment_named(&segment).is_none() => Err(ApiError::Invalid(format!(
                 "unknown segment {:?}: expected one of {}",
                 segment.chars().take(64).collect::<String>(),
-                SEGMENTS.join(", ")
+                segments().collect::<Vec<_>>().join(", ")
             ))),
             other => Ok(other),
         }
@@ -49,7 +47,7 @@ impl SegmentFilter {
 /// Held tokens of one segment.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct HeldSegment {
-    #[schema(example = "ios/production")]
+    // Its example is stated by `api/limits.rs`.
     pub segment: String,
     /// Answered gone (uninstalled).
     pub gone: u64,

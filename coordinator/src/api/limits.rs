@@ -6,13 +6,16 @@
 //! `send_at`. (That a `send_at` must lie in the next 30 days is said in
 //! words: a schema cannot compare with the present.)
 
+use clarion_proto::Platform;
 use clarion_proto::locale::{LOCALE_PATTERN, MAX_LOCALE_BYTES, MAX_LOCALIZATIONS};
 use clarion_proto::payload::{
     BODY_PATTERN, COLLAPSE_KEY_PATTERN, MAX_COLLAPSE_KEY_BYTES, MAX_IMAGE_URL_BYTES,
     MAX_TOPICS_PER_NOTIFICATION, MAX_TTL_SECONDS, MAX_URL_BYTES, RESERVED_DATA_KEY_PATTERN, TEXT_PATTERN,
     URL_PATTERN,
 };
-use clarion_proto::platform::{APNS_TOKEN_HEX_LEN, FCM_TOKEN_MAX_LEN, FCM_TOKEN_MIN_LEN, TOKEN_PATTERN};
+use clarion_proto::platform::{
+    APNS_TOKEN_HEX_LEN, FCM_TOKEN_MAX_LEN, TOKEN_PATTERN, segments, token_description,
+};
 use clarion_proto::presentation::{MAX_BADGE, MAX_NAME_BYTES, NAME_PATTERN};
 use clarion_proto::topic::{MAX_TOPIC_LEN, TOPIC_PATTERN};
 use serde_json::{Value, json};
@@ -38,13 +41,6 @@ fn token() -> Value {
         "minLength": APNS_TOKEN_HEX_LEN,
         "maxLength": FCM_TOKEN_MAX_LEN,
     })
-}
-
-fn token_description() -> String {
-    format!(
-        "Device token: iOS (APNs) {APNS_TOKEN_HEX_LEN} hexadecimal characters (stored lowercase); \
-         Android (FCM) {FCM_TOKEN_MIN_LEN} to {FCM_TOKEN_MAX_LEN} letters, digits, `-`, `_`, `:` and `.`"
-    )
 }
 
 /// Adds the limits to `doc`, an OpenAPI document as JSON.
@@ -157,10 +153,20 @@ pub fn state_limits(doc: &mut Value, max_topics_per_device: u32) {
         &format!("{register}/locale"),
         json!({"pattern": LOCALE_PATTERN, "maxLength": MAX_LOCALE_BYTES}),
     );
+    let platforms: Vec<&str> = Platform::ALL.iter().map(|p| p.as_str()).collect();
     merge(
         doc,
         &format!("{register}/platform"),
-        json!({"enum": ["ios", "android"]}),
+        json!({
+            "enum": platforms,
+            "example": platforms.first(),
+            "description": format!("{}.", in_words(&platforms)),
+        }),
+    );
+    merge(
+        doc,
+        "/components/schemas/HeldSegment/properties/segment",
+        json!({"example": segments().next()}),
     );
     merge(
         doc,
@@ -270,12 +276,31 @@ fn state_path_parameters(doc: &mut Value) {
                 let (schema, description) = match parameter["name"].as_str() {
                     Some("token") => (token(), token_description()),
                     Some("topic") => (topic(), "Topic name; may contain `/`".to_owned()),
+                    Some("segment") => {
+                        let mut schema = parameter["schema"].take();
+                        schema["pattern"] =
+                            json!(format!("^({})$", segments().collect::<Vec<_>>().join("|")));
+                        let names: Vec<String> = segments().map(|s| format!("`{s}`")).collect();
+                        let description =
+                            format!("Only this segment ({}); all when absent.", names.join(", "));
+                        (schema, description)
+                    }
                     _ => continue,
                 };
                 parameter["schema"] = schema;
                 parameter["description"] = json!(description);
             }
         }
+    }
+}
+
+/// `names` in backticks, the last after "or": `` `a`, `b` or `c` ``.
+fn in_words(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|name| format!("`{name}`")).collect();
+    match quoted.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
     }
 }
 

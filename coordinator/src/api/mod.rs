@@ -15,6 +15,7 @@ pub mod middleware;
 pub mod notification_list;
 pub mod notifications;
 pub mod openapi;
+pub mod platform_schema;
 pub mod registrations;
 pub mod replace;
 pub mod routes;

@@ -6,16 +6,18 @@ use actix_web::http::header::{self, ETAG, EntityTag, IfNoneMatch};
 use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use chrono::{DateTime, Utc};
 use clarion_proto::presentation::sound_field;
-use clarion_proto::{InterruptionLevel, LocalizedText, Notification, Priority, PushType};
+use clarion_proto::{InterruptionLevel, LocalizedText, Notification, PerPlatform, Priority, PushType};
 use clarion_runtime::amqp::control::publish_cancel;
 use clarion_runtime::db::DbError;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tracing::{Instrument, info};
-use utoipa::ToSchema;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::Schema;
+use utoipa::{PartialSchema, ToSchema};
 use uuid::Uuid;
 
-use super::{AppState, AppUse};
+use super::{AppState, AppUse, platform_schema};
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
 use crate::metrics;
@@ -310,18 +312,58 @@ pub struct JobCounts {
 /// no one can reach them); the t50 / t90 / t99 timings and 90in2 count
 /// against it. Tokens refused as invalid stay in it: that answer may be
 /// Clarion's own misconfiguration.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize)]
 pub struct Audience {
-    pub ios: u64,
-    pub android: u64,
+    /// Each platform's devices, keyed by platform name.
+    #[serde(flatten)]
+    pub platforms: PerPlatform<u64>,
     pub total: u64,
     pub reachable: u64,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
-pub struct DeliveryBody {
-    pub ios: PlatformDelivery,
-    pub android: PlatformDelivery,
+impl utoipa::PartialSchema for Audience {
+    fn schema() -> RefOr<Schema> {
+        platform_schema::object_with_platforms(
+            Some(
+                "Devices harvested so far. `reachable` is `total` less the devices Apple /\n\
+             Google reported gone (`delivery.*.unregistered`: the app is uninstalled,\n\
+             no one can reach them); the t50 / t90 / t99 timings and 90in2 count\n\
+             against it. Tokens refused as invalid stay in it: that answer may be\n\
+             Clarion's own misconfiguration.",
+            ),
+            Vec::new(),
+            platform_schema::count,
+            vec![
+                ("total", platform_schema::count()),
+                ("reachable", platform_schema::count()),
+            ],
+        )
+    }
+}
+
+impl ToSchema for Audience {}
+
+/// What became of each platform's pushes, keyed by platform name.
+#[derive(Debug, Serialize)]
+#[serde(transparent)]
+pub struct DeliveryBody(pub PerPlatform<PlatformDelivery>);
+
+impl utoipa::PartialSchema for DeliveryBody {
+    fn schema() -> RefOr<Schema> {
+        platform_schema::object_with_platforms(
+            None,
+            Vec::new(),
+            platform_schema::reference::<PlatformDelivery>,
+            Vec::new(),
+        )
+    }
+}
+
+impl ToSchema for DeliveryBody {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.push((PlatformDelivery::name().into(), PlatformDelivery::schema()));
+        <PlatformDelivery as ToSchema>::schemas(schemas);
+    }
 }
 
 /// Milliseconds from the send (the request, or the firing of a scheduled
@@ -472,9 +514,9 @@ pub struct NotificationStatus {
 
 impl NotificationStatus {
     fn new(stored: StoredNotification, timings: Timings) -> Self {
-        let audience = stored.audience_ios + stored.audience_android;
-        let reachable = reachable(audience, stored.ios.unregistered + stored.android.unregistered);
-        let sent = stored.ios.sent + stored.android.sent;
+        let audience = stored.audience.total();
+        let reachable = reachable(audience, stored.unregistered());
+        let sent = stored.delivery.values().map(|d| d.sent).sum();
         // A notification whose tokens tripped the safety valve did not reach
         // its audience as far as anyone can tell: never "90in2: yes". A dry
         // run pushes nothing, so there is no delivery to judge: null.
@@ -512,15 +554,11 @@ impl NotificationStatus {
                 failed: stored.jobs_failed,
             },
             audience: Audience {
-                ios: stored.audience_ios,
-                android: stored.audience_android,
+                platforms: stored.audience,
                 total: audience,
                 reachable,
             },
-            delivery: DeliveryBody {
-                ios: stored.ios,
-                android: stored.android,
-            },
+            delivery: DeliveryBody(stored.delivery),
             delivered_percent: percent(sent, audience),
             delivered_percent_of_reachable: percent(sent, reachable),
             timings: TimingsBody {
@@ -566,9 +604,8 @@ pub(super) async fn status_of(
         }
     } else {
         let conn = state.pool.get().await.map_err(DbError::from)?;
-        let audience = stored.audience_ios + stored.audience_android;
-        let gone = stored.ios.unregistered + stored.android.unregistered;
-        timings(&*conn, stored.id, reachable(audience, gone)).await?
+        let gone = stored.unregistered();
+        timings(&*conn, stored.id, reachable(stored.audience.total(), gone)).await?
     };
     Ok(NotificationStatus::new(stored, timings))
 }
@@ -809,11 +846,15 @@ async fn log_cancel(state: &AppState, id: Uuid) -> Result<(), ApiError> {
 mod tests {
     use super::*;
     use crate::store::notifications::Status;
+    use clarion_proto::Platform;
 
     fn stored(ios: PlatformDelivery, android: PlatformDelivery) -> StoredNotification {
         let notification: Notification =
             serde_json::from_str(r#"{"topics": ["breaking/uk"], "body": "hi"}"#).expect("valid notification");
         let now = Utc::now();
+        let mut delivery = PerPlatform::default();
+        delivery[Platform::Ios] = ios;
+        delivery[Platform::Android] = android;
         StoredNotification {
             id: Uuid::nil(),
             notification,
@@ -823,12 +864,10 @@ mod tests {
             jobs_planned: 1,
             jobs_done: 1,
             jobs_failed: 0,
-            audience_ios: 100,
-            audience_android: 100,
+            audience: PerPlatform::from_fn(|_| 100),
             batches_expected: 2,
             batches_reported: 2,
-            ios,
-            android,
+            delivery,
             registrations_deleted: 0,
             invalid_decision: Some("delete".into()),
             t50_ms: Some(100),

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use actix_web::{HttpResponse, delete, get, put, web};
 use chrono::{DateTime, Utc};
 use clarion_proto::platform::{canonical_token, is_plausible_token, normalize_token, token_prefix};
-use clarion_proto::{ApnsEnvironment, Platform, normalize_locale, validate_topic};
+use clarion_proto::{ApnsEnvironment, Platform, TokenError, normalize_locale, validate_topic};
 use serde::{Deserialize, Serialize};
 use tracing::debug;
 use utoipa::{IntoParams, ToSchema};
@@ -25,8 +25,7 @@ pub struct RegistrationRequest {
     #[serde(default)]
     #[schema(example = "default")]
     pub app: Option<String>,
-    /// `ios` or `android`.
-    #[schema(example = "ios")]
+    // Its description, names and example are stated by `api/limits.rs`.
     pub platform: String,
     /// One to `CLARION_MAX_TOPICS_PER_DEVICE` topic names.
     #[schema(example = json!(["breaking/uk", "sport/football"]))]
@@ -67,7 +66,7 @@ pub struct Registration {
 impl From<StoredRegistration> for Registration {
     fn from(stored: StoredRegistration) -> Self {
         Self {
-            environment: (stored.platform == Platform::Ios).then_some(stored.environment),
+            environment: stored.platform.has_environments().then_some(stored.environment),
             app: stored.app,
             token: stored.token,
             platform: stored.platform,
@@ -106,14 +105,10 @@ pub async fn put_registration(
     let body = body.into_inner();
     let app = usable_app(&caller, &state, body.app, AppUse::Write)?;
     let platform: Platform = body.platform.parse().map_err(invalid)?;
-    let environment = match (platform, body.environment.as_deref()) {
-        (_, None) => ApnsEnvironment::Production,
-        (Platform::Ios, Some(name)) => name.parse().map_err(invalid)?,
-        (Platform::Android, Some(_)) => {
-            return Err(ApiError::Invalid(
-                "`environment` applies to iOS tokens only".into(),
-            ));
-        }
+    let environment = match body.environment.as_deref() {
+        None => ApnsEnvironment::Production,
+        Some(name) if platform.has_environments() => name.parse().map_err(invalid)?,
+        Some(_) => return Err(invalid(TokenError::NoEnvironments)),
     };
     let locale = body
         .locale
@@ -308,10 +303,7 @@ fn lookup_token(token: &str) -> Result<String, ApiError> {
     if is_plausible_token(token) {
         Ok(canonical_token(token))
     } else {
-        Err(ApiError::Invalid(
-            "not a device token: expected 64 hex characters (iOS) or an FCM registration token (Android)"
-                .into(),
-        ))
+        Err(invalid(TokenError::NotAToken))
     }
 }
 

@@ -3,10 +3,12 @@
 use actix_web::{HttpResponse, get, web};
 use clarion_proto::validate_topic;
 use serde::{Deserialize, Serialize};
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::{IntoParams, ToSchema};
 
 use super::registrations::{AppQuery, usable_app};
-use super::{AppState, AppUse};
+use super::{AppState, AppUse, platform_schema};
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
 use crate::send::topic_counter::{CountError, GetTopicCounts};
@@ -18,14 +20,32 @@ const MAX_LIMIT: u32 = 100;
 const DEFAULT_LIMIT: u32 = 20;
 
 /// Subscribers of one topic, at most `CLARION_TOPIC_COUNT_MAX_AGE_SECS` old.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize)]
 pub struct TopicSize {
-    #[schema(example = "breaking/uk")]
     pub topic: String,
     pub subscribers: u64,
-    pub ios: u64,
-    pub android: u64,
+    /// Each platform's subscribers, keyed by platform name.
+    #[serde(flatten)]
+    pub platforms: TopicCounts,
 }
+
+impl utoipa::PartialSchema for TopicSize {
+    // `example` is what the derive writes (OpenAPI 3.0's word).
+    #[allow(deprecated)]
+    fn schema() -> RefOr<Schema> {
+        let topic = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .example(Some(serde_json::json!("breaking/uk")));
+        platform_schema::object_with_platforms(
+            Some("Subscribers of one topic, at most `CLARION_TOPIC_COUNT_MAX_AGE_SECS` old."),
+            vec![("topic", topic.into()), ("subscribers", platform_schema::count())],
+            platform_schema::count,
+            Vec::new(),
+        )
+    }
+}
+
+impl ToSchema for TopicSize {}
 
 /// How many devices follow a topic.
 #[utoipa::path(
@@ -83,8 +103,7 @@ impl TopicSize {
         Self {
             topic,
             subscribers: counts.total(),
-            ios: counts.ios,
-            android: counts.android,
+            platforms: counts,
         }
     }
 }

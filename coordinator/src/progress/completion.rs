@@ -2,17 +2,18 @@
 //! its timings, its status, and the safety valve on the tokens the
 //! providers called gone or invalid — then saying loudly what was decided.
 //!
-//! The valve works per segment (`ios/production`, `ios/sandbox`,
-//! `android`): the shares of a segment's attempted pushes answered gone
+//! The valve works per segment (`clarion_proto::platform::segments`: a
+//! platform and APNs environment): the shares of a segment's attempted pushes answered gone
 //! and invalid are compared with the thresholds, so a small segment that
-//! is wholly misconfigured (a wrong bundle id for 40 iOS devices beside 960
-//! Android ones) is caught, and a provider answering "gone" to everything
+//! is wholly misconfigured (a wrong bundle id for 40 devices of one
+//! platform beside 960 of another) is caught, and a provider answering "gone" to everything
 //! wipes no audience. A tripped segment's held tokens are all kept (and
 //! stay held until an admin releases or discards them, `crate::api::held`),
 //! the notification names it as suspect, and never counts as meeting 90in2.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use clarion_proto::platform::segment_named;
 use tokio_postgres::Transaction;
 use tracing::{error, info};
 use uuid::Uuid;
@@ -134,12 +135,7 @@ pub fn announce(id: Uuid, completion: &Completion, valve: Valve) {
 
 /// A segment as a metric label, from a fixed set.
 fn segment_label(segment: &str) -> &'static str {
-    match segment {
-        "ios/production" => "ios/production",
-        "ios/sandbox" => "ios/sandbox",
-        "android" => "android",
-        _ => "other",
-    }
+    segment_named(segment).unwrap_or("other")
 }
 
 fn count(completion: &Completion) {

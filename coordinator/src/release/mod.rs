@@ -15,7 +15,8 @@ pub mod order;
 pub mod rate;
 pub mod relay;
 
-pub use crate::store::outbox::{InFlight, PerPlatform};
+pub use crate::store::outbox::InFlight;
+pub use clarion_proto::PerPlatform;
 pub use order::{Release, Room, next_release, total_outstanding};
 pub use rate::RateMeter;
 
@@ -36,17 +37,22 @@ impl Budget {
     /// of each report `rate` tokens per second.
     pub fn tokens(&self, rate: PerPlatform<f64>) -> PerPlatform<u64> {
         let ahead = self.ahead.as_secs_f64();
-        let of = |per_s: f64| ((per_s.max(0.0) * ahead) as u64).max(self.min_tokens);
-        PerPlatform {
-            ios: of(rate.ios),
-            android: of(rate.android),
-        }
+        rate.map(|per_s| ((per_s.max(0.0) * ahead) as u64).max(self.min_tokens))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clarion_proto::Platform;
+
+    /// A figure on each of the two platforms the tests use.
+    fn both<T: Default>(ios: T, android: T) -> PerPlatform<T> {
+        let mut figures = PerPlatform::default();
+        figures[Platform::Ios] = ios;
+        figures[Platform::Android] = android;
+        figures
+    }
 
     #[test]
     fn the_budget_follows_the_rate_above_its_floor() {
@@ -54,17 +60,11 @@ mod tests {
             ahead: Duration::from_millis(1500),
             min_tokens: 20_000,
         };
-        let tokens = budget.tokens(PerPlatform {
-            ios: 40_000.0,
-            android: 0.0,
-        });
-        assert_eq!(tokens.ios, 60_000);
-        assert_eq!(tokens.android, 20_000);
-        let nonsense = budget.tokens(PerPlatform {
-            ios: f64::NAN,
-            android: -5.0,
-        });
-        assert_eq!(nonsense.ios, 20_000);
-        assert_eq!(nonsense.android, 20_000);
+        let tokens = budget.tokens(both(40_000.0, 0.0));
+        assert_eq!(tokens[Platform::Ios], 60_000);
+        assert_eq!(tokens[Platform::Android], 20_000);
+        let nonsense = budget.tokens(both(f64::NAN, -5.0));
+        assert_eq!(nonsense[Platform::Ios], 20_000);
+        assert_eq!(nonsense[Platform::Android], 20_000);
     }
 }

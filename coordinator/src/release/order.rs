@@ -8,10 +8,11 @@
 //! editor expects. A big send can only be held back by smaller ones, and a
 //! newsroom sends a few alerts an hour, not a stream.
 
+use clarion_proto::{PerPlatform, Platform};
 use uuid::Uuid;
 
 use crate::store::lanes::Lane;
-use crate::store::outbox::{InFlight, PerPlatform};
+use crate::store::outbox::InFlight;
 
 // `InFlight` is read by `store::outbox::in_flight`; what it means for the
 // release is here.
@@ -24,7 +25,7 @@ impl InFlight {
         match self.audience_estimate {
             Some(estimate) => estimate.div_ceil(u64::from(self.jobs_planned.max(1))).max(1),
             None if self.jobs_reported > 0 => {
-                let harvested = self.harvested.ios + self.harvested.android;
+                let harvested = self.harvested.total();
                 harvested.div_ceil(u64::from(self.jobs_reported)).max(1)
             }
             None => fallback.max(1),
@@ -33,14 +34,11 @@ impl InFlight {
 
     /// The share of its tokens each platform is expected to get: what its
     /// harvested jobs held; before any held a token, all of each job on
-    /// both platforms (the safe side: a job may hold either).
+    /// every platform (the safe side: a job may hold any).
     pub fn platform_share(&self) -> PerPlatform<f64> {
-        let harvested = self.harvested.ios + self.harvested.android;
+        let harvested = self.harvested.total();
         if harvested == 0 {
-            return PerPlatform {
-                ios: 1.0,
-                android: 1.0,
-            };
+            return PerPlatform::from_fn(|_| 1.0);
         }
         self.harvested.map(|tokens| tokens as f64 / harvested as f64)
     }
@@ -57,11 +55,9 @@ impl InFlight {
     pub fn outstanding(&self, fallback: u64) -> PerPlatform<u64> {
         let unharvested = u64::from(self.jobs_released.saturating_sub(self.jobs_reported));
         let per_job = self.tokens_per_job_on(fallback);
-        PerPlatform {
-            ios: (self.harvested.ios + unharvested * per_job.ios).saturating_sub(self.reported.ios),
-            android: (self.harvested.android + unharvested * per_job.android)
-                .saturating_sub(self.reported.android),
-        }
+        PerPlatform::from_fn(|p| {
+            (self.harvested[p] + unharvested * per_job[p]).saturating_sub(self.reported[p])
+        })
     }
 
     /// Tokens still to release.
@@ -73,11 +69,7 @@ impl InFlight {
 /// Tokens released and not yet reported, per platform, over all `in_flight`.
 pub fn total_outstanding(in_flight: &[InFlight], fallback_tokens_per_job: u64) -> PerPlatform<u64> {
     in_flight.iter().fold(PerPlatform::default(), |sum, n| {
-        let out = n.outstanding(fallback_tokens_per_job);
-        PerPlatform {
-            ios: sum.ios + out.ios,
-            android: sum.android + out.android,
-        }
+        sum + n.outstanding(fallback_tokens_per_job)
     })
 }
 
@@ -126,17 +118,14 @@ pub fn next_release(
         .min_by_key(|n| (n.lane, n.remaining(fallback_tokens_per_job), n.sent_at, n.id))?;
     let outstanding = total_outstanding(in_flight, fallback_tokens_per_job);
     let per_job = next.tokens_per_job_on(fallback_tokens_per_job);
-    let platforms = [
-        (per_job.ios, room.budget.ios, outstanding.ios, room.stalled.ios),
-        (
-            per_job.android,
-            room.budget.android,
-            outstanding.android,
-            room.stalled.android,
-        ),
-    ];
     let mut fitting: Option<u64> = None;
-    for (per_job, budget, outstanding, stalled) in platforms {
+    for platform in Platform::ALL {
+        let (per_job, budget, outstanding, stalled) = (
+            per_job[platform],
+            room.budget[platform],
+            outstanding[platform],
+            room.stalled[platform],
+        );
         if per_job == 0 || stalled {
             continue;
         }
@@ -161,6 +150,15 @@ pub fn next_release(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clarion_proto::Platform;
+
+    /// A figure on each of the two platforms the tests use.
+    fn both<T: Default>(ios: T, android: T) -> PerPlatform<T> {
+        let mut figures = PerPlatform::default();
+        figures[Platform::Ios] = ios;
+        figures[Platform::Android] = android;
+        figures
+    }
     use chrono::{TimeZone, Utc};
     use proptest::prelude::*;
 
@@ -187,10 +185,7 @@ mod tests {
 
     fn room(tokens: u64) -> Room {
         Room {
-            budget: PerPlatform {
-                ios: tokens,
-                android: tokens,
-            },
+            budget: both(tokens, tokens),
             stalled: PerPlatform::default(),
         }
     }
@@ -232,10 +227,7 @@ mod tests {
     fn harvested_big() -> InFlight {
         let mut big = send(1, Lane::Standard, 2_000_000, 10);
         big.jobs_reported = 10;
-        big.harvested = PerPlatform {
-            ios: 50_000,
-            android: 50_000,
-        };
+        big.harvested = both(50_000, 50_000);
         big
     }
 
@@ -244,11 +236,11 @@ mod tests {
         let mut big = harvested_big();
         assert_eq!(next_release(&[big.clone()], room(50_000), PER_JOB, 256), None);
         // Room on one platform is not enough: the next job goes to both.
-        big.reported.ios = 20_000;
+        big.reported[Platform::Ios] = 20_000;
         assert_eq!(next_release(&[big.clone()], room(50_000), PER_JOB, 256), None);
         // Reports on both free room for as many jobs as fit: each puts
         // 5,000 tokens on each platform.
-        big.reported.android = 20_000;
+        big.reported[Platform::Android] = 20_000;
         let next = next_release(&[big], room(50_000), PER_JOB, 256);
         assert_eq!(next.map(|r| r.jobs), Some(4));
     }
@@ -256,17 +248,14 @@ mod tests {
     #[test]
     fn a_job_goes_only_when_it_fits() {
         let mut big = harvested_big();
-        big.reported = PerPlatform {
-            ios: 4_000,
-            android: 4_000,
-        };
+        big.reported = both(4_000, 4_000);
         assert_eq!(
             next_release(&[big.clone()], room(50_000), PER_JOB, 256),
             None,
             "4,000 tokens of room, a job needs 5,000"
         );
-        big.reported.ios = 5_000;
-        big.reported.android = 5_000;
+        big.reported[Platform::Ios] = 5_000;
+        big.reported[Platform::Android] = 5_000;
         assert_eq!(
             next_release(&[big], room(50_000), PER_JOB, 256).map(|r| r.jobs),
             Some(1)
@@ -291,14 +280,14 @@ mod tests {
     #[test]
     fn a_stalled_platform_does_not_hold_back_the_other() {
         let mut big = harvested_big();
-        big.reported.ios = 50_000;
+        big.reported[Platform::Ios] = 50_000;
         assert_eq!(next_release(&[big.clone()], room(50_000), PER_JOB, 256), None);
         let mut android_stalled = room(50_000);
-        android_stalled.stalled.android = true;
+        android_stalled.stalled[Platform::Android] = true;
         let next = next_release(&[big.clone()], android_stalled, PER_JOB, 256);
         assert_eq!(next.map(|r| r.jobs), Some(10));
         // A job only for stalled platforms waits.
-        android_stalled.stalled.ios = true;
+        android_stalled.stalled[Platform::Ios] = true;
         assert_eq!(next_release(&[big], android_stalled, PER_JOB, 256), None);
     }
 
@@ -318,7 +307,7 @@ mod tests {
         unknown.jobs_released = 10;
         assert_eq!(unknown.tokens_per_job(PER_JOB), PER_JOB, "nothing harvested yet");
         unknown.jobs_reported = 10;
-        unknown.harvested = PerPlatform { ios: 0, android: 190 };
+        unknown.harvested = both(0, 190);
         assert_eq!(unknown.tokens_per_job(PER_JOB), 19);
         let next = next_release(&[unknown], room(50_000), PER_JOB, 256);
         assert_eq!(next.map(|r| r.jobs), Some(54), "the rest goes at once");
@@ -345,7 +334,7 @@ mod tests {
                     prop_assert!(release.jobs <= chosen.jobs_waiting.min(max_jobs));
                     // More than two jobs only when they fit the budget.
                     let per_job = chosen.tokens_per_job_on(PER_JOB);
-                    prop_assert!(release.jobs <= 2 || u64::from(release.jobs) * per_job.ios <= budget);
+                    prop_assert!(release.jobs <= 2 || u64::from(release.jobs) * per_job[Platform::Ios] <= budget);
                     // Nothing of a more urgent lane waits.
                     prop_assert!(sends.iter().all(|n| n.lane >= chosen.lane));
                 }

@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
-use crate::store::outbox::{InFlight, PerPlatform};
+use clarion_proto::PerPlatform;
+
+use crate::store::outbox::InFlight;
 
 /// How long the remembered peak rate takes to halve.
 const PEAK_HALF_LIFE: Duration = Duration::from_secs(60);
@@ -57,8 +59,7 @@ impl RateMeter {
         let mut delta = PerPlatform::<u64>::default();
         for n in in_flight {
             if let Some(before) = self.last.get(&n.id) {
-                delta.ios += n.reported.ios.saturating_sub(before.ios);
-                delta.android += n.reported.android.saturating_sub(before.android);
+                delta = delta + n.reported.zip_with(*before, u64::saturating_sub);
             }
         }
         self.last = in_flight.iter().map(|n| (n.id, n.reported)).collect();
@@ -69,10 +70,7 @@ impl RateMeter {
                 Some(since.unwrap_or(now))
             }
         };
-        self.silent_since = PerPlatform {
-            ios: silent(self.silent_since.ios, outstanding.ios, delta.ios),
-            android: silent(self.silent_since.android, outstanding.android, delta.android),
-        };
+        self.silent_since = PerPlatform::from_fn(|p| silent(self.silent_since[p], outstanding[p], delta[p]));
         self.samples.push_back((now, delta));
         while let Some((at, _)) = self.samples.front() {
             let too_old = now.saturating_duration_since(*at) > self.window;
@@ -84,7 +82,7 @@ impl RateMeter {
         }
         let current = self.window_rate();
         let remembered = self.decayed_peak(now);
-        if current.ios + current.android >= remembered.ios + remembered.android {
+        if current.total() >= remembered.total() {
             self.peak = Some((now, current));
         }
     }
@@ -94,10 +92,7 @@ impl RateMeter {
     pub fn rate(&self, now: Instant) -> PerPlatform<f64> {
         let current = self.window_rate();
         let peak = self.decayed_peak(now);
-        PerPlatform {
-            ios: current.ios.max(peak.ios),
-            android: current.android.max(peak.android),
-        }
+        current.zip_with(peak, f64::max)
     }
 
     /// The platforms that have had work outstanding and reported nothing
@@ -120,10 +115,7 @@ impl RateMeter {
             .samples
             .iter()
             .skip(1)
-            .fold(PerPlatform::<u64>::default(), |sum, (_, d)| PerPlatform {
-                ios: sum.ios + d.ios,
-                android: sum.android + d.android,
-            });
+            .fold(PerPlatform::<u64>::default(), |sum, (_, d)| sum + *d);
         let seconds = span.as_secs_f64();
         tokens.map(|t| t as f64 / seconds)
     }
@@ -141,6 +133,15 @@ impl RateMeter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clarion_proto::Platform;
+
+    /// A figure on each of the two platforms the tests use.
+    fn both<T: Default>(ios: T, android: T) -> PerPlatform<T> {
+        let mut figures = PerPlatform::default();
+        figures[Platform::Ios] = ios;
+        figures[Platform::Android] = android;
+        figures
+    }
     use crate::store::lanes::Lane;
     use chrono::Utc;
 
@@ -155,7 +156,7 @@ mod tests {
             jobs_reported: 1,
             audience_estimate: None,
             harvested: PerPlatform::default(),
-            reported: PerPlatform { ios, android },
+            reported: both(ios, android),
         }
     }
 
@@ -172,8 +173,8 @@ mod tests {
             );
         }
         let rate = meter.rate(start + Duration::from_secs(1));
-        assert!((rate.ios - 40_000.0).abs() < 1.0, "{rate:?}");
-        assert!((rate.android - 20_000.0).abs() < 1.0, "{rate:?}");
+        assert!((rate[Platform::Ios] - 40_000.0).abs() < 1.0, "{rate:?}");
+        assert!((rate[Platform::Android] - 20_000.0).abs() < 1.0, "{rate:?}");
     }
 
     #[test]
@@ -186,7 +187,7 @@ mod tests {
             &[reported(2, 5_000_000, 0)],
             PerPlatform::default(),
         );
-        assert_eq!(meter.rate(start + Duration::from_secs(1)).ios, 0.0);
+        assert_eq!(meter.rate(start + Duration::from_secs(1))[Platform::Ios], 0.0);
     }
 
     #[test]
@@ -204,27 +205,27 @@ mod tests {
         let later = start + Duration::from_secs(61);
         meter.observe(later, &[], PerPlatform::default());
         let rate = meter.rate(later);
-        assert!((rate.ios - 50_000.0).abs() < 1_000.0, "{rate:?}");
+        assert!((rate[Platform::Ios] - 50_000.0).abs() < 1_000.0, "{rate:?}");
     }
 
     #[test]
     fn a_platform_with_work_and_no_reports_stalls() {
         let start = Instant::now();
         let mut meter = RateMeter::new(Duration::from_secs(3));
-        let outstanding = PerPlatform {
-            ios: 10_000,
-            android: 10_000,
-        };
+        let outstanding = both(10_000, 10_000);
         let at = |s: u64| start + Duration::from_secs(s);
         for s in 0..=STALL_AFTER.as_secs() {
             // Android reports every second, iOS never does.
             meter.observe(at(s), &[reported(1, 0, 1_000 * s)], outstanding);
         }
         let stalled = meter.stalled(at(STALL_AFTER.as_secs()));
-        assert_eq!((stalled.ios, stalled.android), (true, false));
+        assert_eq!(
+            (stalled[Platform::Ios], stalled[Platform::Android]),
+            (true, false)
+        );
         // One report and it counts as moving again; an empty queue never stalls.
         meter.observe(at(11), &[reported(1, 1, 11_000)], outstanding);
-        assert!(!meter.stalled(at(11)).ios);
+        assert!(!meter.stalled(at(11))[Platform::Ios]);
         meter.observe(at(30), &[reported(1, 1, 11_000)], PerPlatform::default());
         assert_eq!(meter.stalled(at(30)), PerPlatform::default());
     }

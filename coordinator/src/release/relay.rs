@@ -35,7 +35,7 @@
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use clarion_proto::{Names, ShardJob, WireVersion};
+use clarion_proto::{Names, Platform, ShardJob, WireVersion};
 use clarion_runtime::amqp::publisher::{PublishError, Publisher};
 use clarion_runtime::db::DbError;
 use clarion_runtime::{BrokerLink, PgPool};
@@ -389,22 +389,14 @@ fn record_schedule(
             .with([lane.as_str()])
             .set(waiting as f64);
     }
-    for (platform, outstanding, budget, rate, stalled) in [
-        (
-            "ios",
-            outstanding.ios,
-            room.budget.ios,
-            rate.ios,
-            room.stalled.ios,
-        ),
-        (
-            "android",
-            outstanding.android,
-            room.budget.android,
-            rate.android,
-            room.stalled.android,
-        ),
-    ] {
+    for platform in Platform::ALL {
+        let (outstanding, budget, rate, stalled) = (
+            outstanding[platform],
+            room.budget[platform],
+            rate[platform],
+            room.stalled[platform],
+        );
+        let platform = platform.as_str();
         metrics::SCHEDULE_OUTSTANDING_TOKENS
             .with([platform])
             .set(outstanding as f64);

@@ -16,8 +16,8 @@ use super::{Counted, StoreError};
 
 /// Counts delivery reports once each (`delivery_batches` primary key), in
 /// set-based statements whatever their number: the notifications locked in
-/// one statement, the batches inserted in one, each notification's counts
-/// added in one `UPDATE` per platform and the accept times in one upsert.
+/// one statement, the batches inserted in one, the counts added in one
+/// (per notification and platform) and the accept times in one upsert.
 /// Returns each report's fate, in order; a report repeated within `reports`
 /// counts once.
 pub async fn count_batches(
@@ -130,39 +130,55 @@ async fn insert_batches(
         .collect())
 }
 
-/// Adds counted reports' totals to their notifications: one `UPDATE` per
-/// notification and platform.
+/// Adds counted reports' totals to their notifications, in one statement
+/// whatever their number: the counters of each (notification, platform)
+/// upserted into `notification_platforms`, the batches counted on each
+/// notification (whose rows `count_batches` locked first).
 async fn add_counts(
     tx: &Transaction<'_>,
     totals: &HashMap<(Uuid, Platform), Totals>,
 ) -> Result<(), StoreError> {
-    for ((id, platform), c) in totals {
-        let p = platform.as_str();
-        tx.execute_typed(
-            &format!(
-                "UPDATE notifications
-                    SET sent_{p} = sent_{p} + $2, failed_{p} = failed_{p} + $3, invalid_{p} = invalid_{p} + $4,
-                        unregistered_{p} = unregistered_{p} + $5, expired_{p} = expired_{p} + $6,
-                        dry_run_{p} = dry_run_{p} + $7, cancelled_{p} = cancelled_{p} + $8,
-                        held_back_{p} = held_back_{p} + $9,
-                        batches_reported = batches_reported + $10, updated_at = now()
-                  WHERE id = $1"
-            ),
-            &[
-                (id, Type::UUID),
-                (&c.sent, Type::INT8),
-                (&c.failed, Type::INT8),
-                (&c.invalid, Type::INT8),
-                (&c.unregistered, Type::INT8),
-                (&c.expired, Type::INT8),
-                (&c.dry_run, Type::INT8),
-                (&c.cancelled, Type::INT8),
-                (&c.held_back, Type::INT8),
-                (&c.batches, Type::INT8),
-            ],
-        )
-        .await?;
+    if totals.is_empty() {
+        return Ok(());
     }
+    let entries: Vec<(&(Uuid, Platform), &Totals)> = totals.iter().collect();
+    let ids: Vec<Uuid> = entries.iter().map(|((id, _), _)| *id).collect();
+    let platforms: Vec<&str> = entries
+        .iter()
+        .map(|((_, platform), _)| platform.as_str())
+        .collect();
+    let column = |f: fn(&Totals) -> i64| -> Vec<i64> { entries.iter().map(|(_, c)| f(c)).collect() };
+    tx.execute_typed(
+        "WITH counted AS (
+            INSERT INTO notification_platforms AS p (notification_id, platform, sent, failed, invalid,
+                                                     unregistered, expired, dry_run, cancelled, held_back)
+            SELECT * FROM unnest($1::uuid[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[],
+                                 $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[])
+            ON CONFLICT (notification_id, platform) DO UPDATE
+               SET sent = p.sent + EXCLUDED.sent, failed = p.failed + EXCLUDED.failed,
+                   invalid = p.invalid + EXCLUDED.invalid, unregistered = p.unregistered + EXCLUDED.unregistered,
+                   expired = p.expired + EXCLUDED.expired, dry_run = p.dry_run + EXCLUDED.dry_run,
+                   cancelled = p.cancelled + EXCLUDED.cancelled, held_back = p.held_back + EXCLUDED.held_back)
+         UPDATE notifications n
+            SET batches_reported = n.batches_reported + b.batches, updated_at = now()
+           FROM (SELECT id, sum(batches)::bigint AS batches
+                   FROM unnest($1::uuid[], $11::bigint[]) AS reported (id, batches) GROUP BY id) b
+          WHERE n.id = b.id",
+        &[
+            (&ids, Type::UUID_ARRAY),
+            (&platforms, Type::TEXT_ARRAY),
+            (&column(|c| c.sent), Type::INT8_ARRAY),
+            (&column(|c| c.failed), Type::INT8_ARRAY),
+            (&column(|c| c.invalid), Type::INT8_ARRAY),
+            (&column(|c| c.unregistered), Type::INT8_ARRAY),
+            (&column(|c| c.expired), Type::INT8_ARRAY),
+            (&column(|c| c.dry_run), Type::INT8_ARRAY),
+            (&column(|c| c.cancelled), Type::INT8_ARRAY),
+            (&column(|c| c.held_back), Type::INT8_ARRAY),
+            (&column(|c| c.batches), Type::INT8_ARRAY),
+        ],
+    )
+    .await?;
     Ok(())
 }
 
@@ -314,9 +330,12 @@ pub struct Finished {
 pub async fn finished(tx: &Transaction<'_>, id: Uuid) -> Result<Option<Finished>, StoreError> {
     let row = tx
         .query_typed_opt(
-            "SELECT coalesce(fired_at, created_at) AS sent_at, audience_ios + audience_android AS audience, invalid_ios + invalid_android AS invalid,
-                    unregistered_ios + unregistered_android AS unregistered
+            "SELECT coalesce(fired_at, created_at) AS sent_at, p.audience, p.invalid, p.unregistered
                FROM notifications
+              CROSS JOIN LATERAL (
+                    SELECT coalesce(sum(audience), 0)::bigint AS audience, coalesce(sum(invalid), 0)::bigint AS invalid,
+                           coalesce(sum(unregistered), 0)::bigint AS unregistered
+                      FROM notification_platforms WHERE notification_id = notifications.id) p
               WHERE id = $1 AND invalid_decision IS NULL AND jobs_planned > 0
                 AND jobs_done + jobs_failed >= jobs_planned AND batches_reported >= batches_expected",
             &[(&id, Type::UUID)],

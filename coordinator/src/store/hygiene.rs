@@ -109,8 +109,12 @@ pub async fn due_notifications(
         .query(
             "SELECT id,
                     completed_at IS NULL AND t50_ms IS NULL AND t90_ms IS NULL AND t99_ms IS NULL,
-                    audience_ios + audience_android, unregistered_ios + unregistered_android
+                    p.audience, p.unregistered
                FROM notifications
+              CROSS JOIN LATERAL (
+                    SELECT coalesce(sum(audience), 0)::bigint AS audience,
+                           coalesce(sum(unregistered), 0)::bigint AS unregistered
+                      FROM notification_platforms WHERE notification_id = notifications.id) p
               WHERE details_removed_at IS NULL AND status IN ('complete', 'failed', 'cancelled')
                 AND updated_at < $1
            ORDER BY updated_at

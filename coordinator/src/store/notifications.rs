@@ -1,12 +1,14 @@
-//! The `notifications` and `notification_jobs` tables: what was sent, by
-//! whom, and how far it has got.
+//! The `notifications`, `notification_platforms` and `notification_jobs`
+//! tables: what was sent, by whom, and how far it has got (per platform).
+
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use clarion_proto::{JobOutcome, JobReport, Notification};
+use clarion_proto::{JobOutcome, JobReport, Notification, PerPlatform, Platform};
 use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::types::Type;
+use tokio_postgres::types::{Json, Type};
 use tokio_postgres::{GenericClient, Row, Transaction};
 use uuid::Uuid;
 
@@ -69,12 +71,11 @@ pub struct StoredNotification {
     pub jobs_planned: u32,
     pub jobs_done: u32,
     pub jobs_failed: u32,
-    pub audience_ios: u64,
-    pub audience_android: u64,
+    /// Devices the harvested jobs found, per platform.
+    pub audience: PerPlatform<u64>,
     pub batches_expected: u64,
     pub batches_reported: u64,
-    pub ios: PlatformDelivery,
-    pub android: PlatformDelivery,
+    pub delivery: PerPlatform<PlatformDelivery>,
     pub registrations_deleted: u64,
     pub invalid_decision: Option<String>,
     pub t50_ms: Option<u32>,
@@ -111,11 +112,18 @@ impl StoredNotification {
     pub fn never_fired(&self) -> bool {
         self.send_at.is_some() && self.fired_at.is_none()
     }
+
+    /// Devices reported gone, on every platform.
+    pub fn unregistered(&self) -> u64 {
+        self.delivery.values().map(|d| d.unregistered).sum()
+    }
 }
 
 /// What became of one platform's pushes so far (also the status API's
 /// `delivery.<platform>` object).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 pub struct PlatformDelivery {
     /// Accepted by Apple / Google.
     pub sent: u64,
@@ -136,14 +144,69 @@ pub struct PlatformDelivery {
     pub held_back: u64,
 }
 
-pub(super) const COLUMNS: &str = "id, payload, status, api_key_id, trace_id, jobs_planned, jobs_done, jobs_failed,
-                       audience_ios, audience_android, batches_expected, batches_reported,
-                       sent_ios, failed_ios, invalid_ios, unregistered_ios, expired_ios, dry_run_ios, cancelled_ios,
-                       sent_android, failed_android, invalid_android, unregistered_android, expired_android,
-                       dry_run_android, cancelled_android, held_back_ios, held_back_android,
-                       registrations_deleted, invalid_decision,
-                       t50_ms, t90_ms, t99_ms, created_at, send_at, fired_at, updated_at, completed_at, cancelled_at,
-                       failure_reason, cleanups_parked, suspect_segments, details_removed_at, lane";
+impl PlatformDelivery {
+    /// Pushes accounted for, whatever became of them.
+    pub fn total(&self) -> u64 {
+        self.sent
+            + self.failed
+            + self.invalid
+            + self.unregistered
+            + self.expired
+            + self.dry_run
+            + self.cancelled
+            + self.held_back
+    }
+}
+
+/// A notification's `notification_platforms` rows as one jsonb object keyed
+/// by platform name (`{}` without any), for the notification whose id is
+/// the SQL expression `$id`.
+macro_rules! platforms_of {
+    ($id:literal) => {
+        concat!(
+            "coalesce((SELECT jsonb_object_agg(c.platform, to_jsonb(c) - 'notification_id' - 'platform')
+                         FROM notification_platforms c WHERE c.notification_id = ",
+            $id,
+            "), '{}')"
+        )
+    };
+}
+pub(super) use platforms_of;
+
+pub(super) const COLUMNS: &str = concat!(
+    "id, payload, status, api_key_id, trace_id, jobs_planned, jobs_done, jobs_failed,
+     batches_expected, batches_reported, registrations_deleted, invalid_decision,
+     t50_ms, t90_ms, t99_ms, created_at, send_at, fired_at, updated_at, completed_at, cancelled_at,
+     failure_reason, cleanups_parked, suspect_segments, details_removed_at, lane, ",
+    platforms_of!("notifications.id"),
+    " AS platforms"
+);
+
+/// A notification's counters on one platform (a `notification_platforms`
+/// row).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+pub struct PlatformCounters {
+    /// Devices the harvested jobs found.
+    pub audience: u64,
+    #[serde(flatten)]
+    pub delivery: PlatformDelivery,
+}
+
+/// The `platforms` column ([`platforms_of`]): each platform's counters, 0
+/// for a platform without a row. A platform this build does not know (a
+/// newer coordinator's, during a rolling upgrade) is left out.
+pub(super) fn platform_counters(row: &Row) -> Result<PerPlatform<PlatformCounters>, StoreError> {
+    let Json(by_name) = row
+        .try_get::<_, Json<HashMap<String, PlatformCounters>>>("platforms")
+        .map_err(|err| StoreError::Corrupt(format!("platform counters: {err}")))?;
+    let mut counters = PerPlatform::<PlatformCounters>::default();
+    for (name, platform_counters) in by_name {
+        if let Ok(platform) = name.parse::<Platform>() {
+            counters[platform] = platform_counters;
+        }
+    }
+    Ok(counters)
+}
 
 /// A notification as a send request brings it.
 #[derive(Debug, Clone, Copy)]
@@ -252,24 +315,20 @@ pub async fn get(pool: &PgPool, id: Uuid) -> Result<Option<StoredNotification>, 
 /// Counts a job report once (`notification_jobs` primary key), adds its
 /// audience and batches, and moves the status on to what the counters imply.
 pub async fn count_job(tx: &Transaction<'_>, report: &JobReport) -> Result<Counted, StoreError> {
-    let (outcome, ios, android, batches, detail) = match &report.outcome {
-        JobOutcome::Harvested {
-            ios,
-            android,
-            batches,
-        } => ("harvested", *ios as i64, *android as i64, *batches as i32, None),
-        JobOutcome::Failed { reason } => ("failed", 0, 0, 0, Some(reason.as_str())),
+    let no_devices = PerPlatform::default();
+    let (outcome, devices, batches, detail) = match &report.outcome {
+        JobOutcome::Harvested { devices, batches } => ("harvested", devices, *batches as i32, None),
+        JobOutcome::Failed { reason } => ("failed", &no_devices, 0, Some(reason.as_str())),
     };
     let inserted = tx
         .execute_typed(
-            "INSERT INTO notification_jobs (notification_id, job_index, outcome, ios, android, batches, detail)
-             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
+            "INSERT INTO notification_jobs (notification_id, job_index, outcome, devices, batches, detail)
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
             &[
                 (&report.notification_id, Type::UUID),
                 (&(report.job_index as i32), Type::INT4),
                 (&outcome, Type::TEXT),
-                (&ios, Type::INT8),
-                (&android, Type::INT8),
+                (&Json(devices), Type::JSONB),
                 (&batches, Type::INT4),
                 (&detail, Type::TEXT),
             ],
@@ -284,19 +343,29 @@ pub async fn count_job(tx: &Transaction<'_>, report: &JobReport) -> Result<Count
         Err(err) => return Err(err.into()),
     }
     let failed = i32::from(outcome == "failed");
+    let platforms: Vec<&str> = Platform::ALL.iter().map(|p| p.as_str()).collect();
+    let audience: Vec<i64> = devices.values().map(|n| *n as i64).collect();
+    // The notification's row first (the lock every writer of its counters
+    // takes first), then its platforms' audience, in one statement.
     tx.execute_typed(
-        "UPDATE notifications
-            SET jobs_done = jobs_done + $2, jobs_failed = jobs_failed + $3,
-                audience_ios = audience_ios + $4, audience_android = audience_android + $5,
-                batches_expected = batches_expected + $6, updated_at = now()
-          WHERE id = $1",
+        "WITH counted AS (
+            UPDATE notifications
+               SET jobs_done = jobs_done + $2, jobs_failed = jobs_failed + $3,
+                   batches_expected = batches_expected + $4, updated_at = now()
+             WHERE id = $1
+         RETURNING id)
+         INSERT INTO notification_platforms AS p (notification_id, platform, audience)
+         SELECT counted.id, platform, audience
+           FROM counted, unnest($5::text[], $6::bigint[]) AS found (platform, audience)
+          WHERE audience > 0
+             ON CONFLICT (notification_id, platform) DO UPDATE SET audience = p.audience + EXCLUDED.audience",
         &[
             (&report.notification_id, Type::UUID),
             (&(1 - failed), Type::INT4),
             (&failed, Type::INT4),
-            (&ios, Type::INT8),
-            (&android, Type::INT8),
             (&i64::from(batches), Type::INT8),
+            (&platforms, Type::TEXT_ARRAY),
+            (&audience, Type::INT8_ARRAY),
         ],
     )
     .await?;
@@ -322,6 +391,7 @@ pub(super) fn from_row(row: &Row) -> Result<StoredNotification, StoreError> {
         serde_json::from_value(payload).map_err(|err| StoreError::Corrupt(format!("payload: {err}")))?;
     let count = |name: &str| -> u64 { row.get::<_, i64>(name).max(0) as u64 };
     let small = |name: &str| -> u32 { row.get::<_, i32>(name).max(0) as u32 };
+    let platforms = platform_counters(row)?;
     Ok(StoredNotification {
         id: row.get("id"),
         notification,
@@ -331,12 +401,10 @@ pub(super) fn from_row(row: &Row) -> Result<StoredNotification, StoreError> {
         jobs_planned: small("jobs_planned"),
         jobs_done: small("jobs_done"),
         jobs_failed: small("jobs_failed"),
-        audience_ios: count("audience_ios"),
-        audience_android: count("audience_android"),
+        audience: platforms.map(|p| p.audience),
         batches_expected: count("batches_expected"),
         batches_reported: count("batches_reported"),
-        ios: platform_delivery(row, "ios"),
-        android: platform_delivery(row, "android"),
+        delivery: platforms.map(|p| p.delivery),
         registrations_deleted: count("registrations_deleted"),
         invalid_decision: row.get("invalid_decision"),
         t50_ms: timing(row, "t50_ms"),
@@ -357,21 +425,6 @@ pub(super) fn from_row(row: &Row) -> Result<StoredNotification, StoreError> {
             Lane::parse(&lane).ok_or_else(|| StoreError::Corrupt(format!("unknown lane {lane:?}")))?
         },
     })
-}
-
-fn platform_delivery(row: &Row, platform: &str) -> PlatformDelivery {
-    let count =
-        |name: &str| -> u64 { row.get::<_, i64>(format!("{name}_{platform}").as_str()).max(0) as u64 };
-    PlatformDelivery {
-        sent: count("sent"),
-        failed: count("failed"),
-        invalid: count("invalid"),
-        unregistered: count("unregistered"),
-        expired: count("expired"),
-        dry_run: count("dry_run"),
-        cancelled: count("cancelled"),
-        held_back: count("held_back"),
-    }
 }
 
 fn timing(row: &Row, name: &str) -> Option<u32> {

@@ -2,13 +2,14 @@
 //! waiting for the job relay to publish them.
 
 use chrono::{DateTime, Utc};
-use clarion_proto::{Notification, ShardRange};
+use clarion_proto::{Notification, PerPlatform, ShardRange};
 use tokio_postgres::types::Type;
 use tokio_postgres::{GenericClient, Row, Transaction};
 use uuid::Uuid;
 
 use super::StoreError;
 use super::lanes::Lane;
+use super::notifications::{platform_counters, platforms_of};
 
 /// A committed job the broker has not confirmed yet, with what its message
 /// needs from the notification.
@@ -24,22 +25,6 @@ pub struct WaitingJob {
     pub notification: Notification,
     /// W3C trace headers of the notification's planning span.
     pub trace_context: Vec<(String, String)>,
-}
-
-/// A figure per platform.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PerPlatform<T> {
-    pub ios: T,
-    pub android: T,
-}
-
-impl<T: Copy> PerPlatform<T> {
-    pub fn map<U>(self, f: impl Fn(T) -> U) -> PerPlatform<U> {
-        PerPlatform {
-            ios: f(self.ios),
-            android: f(self.android),
-        }
-    }
 }
 
 /// A notification in flight, as the relay sees it.
@@ -101,28 +86,26 @@ pub async fn try_lock_scheduling(tx: &Transaction<'_>) -> Result<bool, StoreErro
 pub async fn in_flight(client: &impl GenericClient) -> Result<Vec<InFlight>, StoreError> {
     let rows = client
         .query_typed(
-            "SELECT n.id, n.lane, coalesce(n.fired_at, n.created_at) AS sent_at, n.jobs_planned, n.jobs_done + n.jobs_failed AS jobs_reported,
-                    n.audience_estimate, n.audience_ios, n.audience_android,
-                    n.sent_ios + n.failed_ios + n.invalid_ios + n.unregistered_ios + n.expired_ios
-                      + n.dry_run_ios + n.cancelled_ios + n.held_back_ios AS reported_ios,
-                    n.sent_android + n.failed_android + n.invalid_android + n.unregistered_android
-                      + n.expired_android + n.dry_run_android + n.cancelled_android + n.held_back_android
-                      AS reported_android,
-                    o.released, o.waiting
+            concat!(
+                r#"SELECT n.id, n.lane, coalesce(n.fired_at, n.created_at) AS sent_at, n.jobs_planned, n.jobs_done + n.jobs_failed AS jobs_reported,
+                    n.audience_estimate, o.released, o.waiting, "#,
+            platforms_of!("n.id"),
+            r#" AS platforms
                FROM notifications n
                CROSS JOIN LATERAL (
                     SELECT count(*) FILTER (WHERE published_at IS NOT NULL) AS released,
                            count(*) FILTER (WHERE published_at IS NULL) AS waiting
                       FROM job_outbox WHERE notification_id = n.id) o
-              WHERE n.status IN ('accepted', 'harvesting', 'dispatching')",
+              WHERE n.status IN ('accepted', 'harvesting', 'dispatching')"#
+            ),
             &[],
         )
         .await?;
     rows.iter()
         .map(|row| {
             let lane: String = row.get("lane");
-            let count = |name: &str| row.get::<_, i64>(name).max(0) as u64;
             let small = |name: &str| row.get::<_, i64>(name).clamp(0, i64::from(u32::MAX)) as u32;
+            let platforms = platform_counters(row)?;
             Ok(InFlight {
                 id: row.get("id"),
                 lane: Lane::parse(&lane)
@@ -135,14 +118,8 @@ pub async fn in_flight(client: &impl GenericClient) -> Result<Vec<InFlight>, Sto
                 audience_estimate: row
                     .get::<_, Option<i64>>("audience_estimate")
                     .map(|n| n.max(0) as u64),
-                harvested: PerPlatform {
-                    ios: count("audience_ios"),
-                    android: count("audience_android"),
-                },
-                reported: PerPlatform {
-                    ios: count("reported_ios"),
-                    android: count("reported_android"),
-                },
+                harvested: platforms.map(|p| p.audience),
+                reported: platforms.map(|p| p.delivery.total()),
             })
         })
         .collect()

@@ -1,41 +1,31 @@
 //! Subscriber counts per topic, read from `registrations`.
 
+use clarion_proto::{PerPlatform, Platform};
 use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
-use serde::Serialize;
 use tokio_postgres::GenericClient;
 
 /// How many devices follow a topic, per platform.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct TopicCounts {
-    pub ios: u64,
-    pub android: u64,
-}
-
-impl TopicCounts {
-    pub fn total(self) -> u64 {
-        self.ios + self.android
-    }
-}
+pub type TopicCounts = PerPlatform<u64>;
 
 /// Counts the rows of one topic (a scan of its part of the primary key and
-/// of its rows). Not for the hot path: the topic counter caches it.
+/// of its rows). Not for the hot path: the topic counter caches it. A
+/// platform this build does not know (a newer coordinator's) is left out.
 pub async fn count(pool: &PgPool, app: &str, topic: &str) -> Result<TopicCounts, DbError> {
     let conn = pool.get().await?;
-    let row = conn
-        .query_one(
-            "SELECT count(*) FILTER (WHERE platform = 'ios')     AS ios,
-                    count(*) FILTER (WHERE platform = 'android') AS android
-               FROM registrations WHERE app = $2 AND topic = $1",
+    let rows = conn
+        .query(
+            "SELECT platform, count(*) FROM registrations WHERE app = $2 AND topic = $1 GROUP BY platform",
             &[&topic, &app],
         )
         .await?;
-    let ios: i64 = row.get("ios");
-    let android: i64 = row.get("android");
-    Ok(TopicCounts {
-        ios: ios.max(0) as u64,
-        android: android.max(0) as u64,
-    })
+    let mut counts = TopicCounts::default();
+    for row in rows {
+        if let Ok(platform) = row.get::<_, &str>(0).parse::<Platform>() {
+            counts[platform] = row.get::<_, i64>(1).max(0) as u64;
+        }
+    }
+    Ok(counts)
 }
 
 /// The subscribers of one topic when there are fewer than `limit`; `None`

@@ -194,8 +194,7 @@ async fn report_progress(pool: &PgPool, client: &Client, id: Uuid, jobs: u32, ev
             notification_id: id,
             job_index,
             outcome: JobOutcome::Harvested {
-                ios: 2,
-                android: 0,
+                devices: two_ios_devices(),
                 batches: if every_batch || job_index + 1 < jobs { 1 } else { 2 },
             },
         };
@@ -475,4 +474,11 @@ async fn the_coordinator_runs_hygiene_on_its_schedule() {
         .await;
     assert_eq!(gone.status(), StatusCode::NOT_FOUND);
     app.stop().await;
+}
+
+/// A harvested job's devices: two on iOS.
+fn two_ios_devices() -> clarion_proto::PerPlatform<u64> {
+    let mut devices = clarion_proto::PerPlatform::default();
+    devices[clarion_proto::Platform::Ios] = 2;
+    devices
 }

@@ -176,7 +176,7 @@ async fn the_delivery_curve_is_the_cumulative_share_accepted_with_an_etag() {
     let sql = app.sql().await;
     let uuid: uuid::Uuid = id.parse().expect("uuid");
     sql.execute(
-        "UPDATE notifications SET audience_ios = 60, audience_android = 40 WHERE id = $1",
+        "INSERT INTO notification_platforms (notification_id, platform, audience) VALUES ($1, 'ios', 60), ($1, 'android', 40)",
         &[&uuid],
     )
     .await

@@ -30,8 +30,7 @@ async fn harvest(app: &TestCoordinator, pool: &PgPool, id: Uuid, jobs: u32) {
             notification_id: id,
             job_index,
             outcome: JobOutcome::Harvested {
-                ios: 2,
-                android: 0,
+                devices: two_ios_devices(),
                 batches: 1,
             },
         };
@@ -164,4 +163,11 @@ async fn many_reports_in_one_write_each_count_once_and_each_notification_complet
         status_of(&app, first).await["delivery"]["ios"]["sent"],
         2 * u64::from(first_jobs)
     );
+}
+
+/// A harvested job's devices: two on iOS.
+fn two_ios_devices() -> clarion_proto::PerPlatform<u64> {
+    let mut devices = clarion_proto::PerPlatform::default();
+    devices[clarion_proto::Platform::Ios] = 2;
+    devices
 }

@@ -67,19 +67,15 @@ impl DeliveryHandler for ShardJobHandler {
             let started = Instant::now();
             match worker.run(&job).instrument(span.clone()).await {
                 Ok(report) => {
-                    if let JobOutcome::Harvested {
-                        ios,
-                        android,
-                        batches,
-                    } = report.outcome
-                    {
+                    if let JobOutcome::Harvested { devices, batches } = report.outcome {
                         let elapsed = started.elapsed();
-                        let tokens = ios + android;
+                        let tokens = devices.total();
                         span.record("tokens", tokens);
                         span.record("batches", batches);
                         metrics::JOBS.with(["harvested"]).increment(1);
-                        metrics::TOKENS.with(["ios"]).increment(ios);
-                        metrics::TOKENS.with(["android"]).increment(android);
+                        for (platform, count) in devices.iter() {
+                            metrics::TOKENS.with([platform.as_str()]).increment(*count);
+                        }
                         metrics::BATCHES.get().increment(u64::from(batches));
                         metrics::JOB_DURATION.get().record(elapsed.as_secs_f64());
                         span.in_scope(|| {
@@ -88,8 +84,7 @@ impl DeliveryHandler for ShardJobHandler {
                                 job = job.job_index,
                                 shards = %job.shards,
                                 attempt,
-                                ios,
-                                android,
+                                devices = ?devices,
                                 batches,
                                 elapsed_ms = elapsed.as_millis() as u64,
                                 tokens_per_s = (tokens as f64 / elapsed.as_secs_f64().max(1e-6)) as u64,
@@ -131,8 +126,7 @@ impl ShardJobHandler {
             notification_id: job.notification_id,
             job_index: job.job_index,
             outcome: JobOutcome::Harvested {
-                ios: totals.ios,
-                android: totals.android,
+                devices: totals.devices,
                 batches: totals.batches,
             },
         };
