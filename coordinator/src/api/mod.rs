@@ -19,6 +19,7 @@ pub mod platform_schema;
 pub mod registrations;
 pub mod replace;
 pub mod routes;
+pub mod served_document;
 pub mod topics;
 
 use std::sync::Arc;
@@ -55,7 +56,7 @@ pub struct AppState {
     pub max_topics_per_device: u32,
     pub topic_count_max_age: Duration,
     /// The OpenAPI document served (with the limits and the apps in force).
-    pub openapi: openapi::ServedDocument,
+    pub openapi: served_document::ServedDocument,
     /// The apps served beside `default` (`CLARION_APPS_FILE`).
     pub apps: Arc<AppsFile>,
 }

@@ -63,7 +63,9 @@ async fn notifications_are_listed_newest_first_filtered_and_paged() {
     app.sql()
         .await
         .execute(
-            "UPDATE notifications SET audience_ios = 10, sent_ios = 8, unregistered_ios = 2 WHERE id = $1",
+            "INSERT INTO notification_platforms (notification_id, platform, audience, sent, unregistered) \
+             VALUES ($1, 'ios', 10, 8, 2) ON CONFLICT (notification_id, platform) \
+             DO UPDATE SET audience = 10, sent = 8, unregistered = 2",
             &[&first.parse::<uuid::Uuid>().expect("a UUID")],
         )
         .await
