@@ -19,6 +19,7 @@ pub mod lanes;
 pub mod migrations;
 pub mod planning;
 pub mod progress;
+pub mod receipts;
 pub mod scheduled;
 pub mod scheduling;
 pub mod sending;
@@ -105,6 +106,8 @@ pub struct Coordinator {
     hygiene: Addr<Hygiene>,
     /// Re-reads the API keys file, when the keys come from one.
     keys_file_watch: Option<tokio::task::JoinHandle<()>>,
+    /// Counts reporting audiences and stores device-side verdicts.
+    receipts_settler: tokio::task::JoinHandle<()>,
     readiness: Readiness,
     grace: Duration,
 }
@@ -133,6 +136,7 @@ impl Coordinator {
         let _ = self.relay.send(Stop).await;
         let _ = self.watchdog.send(Stop).await;
         let _ = self.hygiene.send(Stop).await;
+        self.receipts_settler.abort();
         if let Some(watch) = &self.keys_file_watch {
             watch.abort();
         }
@@ -163,6 +167,7 @@ fn declare_counters() {
 
 pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
     declare_counters();
+    receipts::metrics::declare();
     let apps = Arc::new(AppsFile::open(settings.apps_file.as_deref()).map_err(StartError::Apps)?);
     let (keys, keys_file) = match settings.initial_keys().map_err(StartError::ApiKeys)? {
         InitialKeys::Listed(keys) => (keys, None),
@@ -261,6 +266,12 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         openapi: api::openapi::document(settings.max_topics_per_device),
         apps,
     });
+    let receipts_state = web::Data::new(receipts::ReceiptsState::new(
+        pool.clone(),
+        settings.database.pool_size,
+        settings.hygiene.plan().detail_retention,
+    ));
+    let receipts_settler = receipts::settle::spawn(pool.clone());
     let console = web::Data::new(console::Console {
         pool: pool.clone(),
         settings: settings.console.clone(),
@@ -274,6 +285,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
             .app_data(state.clone())
             .app_data(keys.clone())
             .app_data(console.clone())
+            .app_data(receipts_state.clone())
             .app_data(health.clone())
             .wrap(actix_web::middleware::from_fn(api::audit::audit_admin_use))
             .wrap(actix_web::middleware::from_fn(api::middleware::observe))
@@ -308,6 +320,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         watchdog,
         hygiene,
         keys_file_watch,
+        receipts_settler,
         readiness,
         grace: settings.shutdown.grace(),
     })

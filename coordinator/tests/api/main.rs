@@ -12,6 +12,7 @@ mod listing;
 mod methods;
 mod migrations;
 mod posture;
+mod receipts;
 mod registrations;
 mod reports;
 mod scheduled;
