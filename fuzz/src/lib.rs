@@ -27,7 +27,7 @@ where
 pub fn exercise_notification(notification: &Notification) {
     let _ = notification.apns_payload_bytes();
     let _ = notification.fcm_payload_bytes();
-    let _ = notification.custom_keys();
+    let _ = notification.custom_keys(Default::default());
     if let Ok(valid) = notification.clone().validated() {
         assert!(!valid.topics.is_empty());
         assert!(valid.apns_payload_bytes() <= clarion_proto::payload::APNS_MAX_PAYLOAD_BYTES);

@@ -2,7 +2,8 @@
 //! APNs and FCM as the headers and bodies Apple and Google document — a
 //! background push as a silent content update on both platforms, an alert
 //! with badge, sound, category, interruption level, relevance score and
-//! channel.
+//! channel — and every push with its notification's id (`notification_id`
+//! beside `aps`, in FCM's `data`), which a sender's `data` cannot spoof.
 
 use std::time::Duration;
 
@@ -25,7 +26,7 @@ fn options() -> ClusterOptions {
 }
 
 /// Sends `body`, waits for it to complete, and returns what each device of
-/// `devices` received, per platform.
+/// `devices` received, per platform; every push carries the notification's id.
 async fn send_and_collect(cluster: &Cluster, devices: &[Device], body: Value) -> Vec<(Platform, Received)> {
     let (status, accepted) = cluster.send(&body).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
@@ -34,7 +35,53 @@ async fn send_and_collect(cluster: &Cluster, devices: &[Device], body: Value) ->
     assert_eq!(settled["status"], "complete", "{settled}");
     assert_eq!(settled["delivery"]["ios"]["sent"], 3, "{settled}");
     assert_eq!(settled["delivery"]["android"]["sent"], 3, "{settled}");
-    received(cluster.mocks(), devices)
+    let pushes = received(cluster.mocks(), devices);
+    for (platform, push) in &pushes {
+        assert_eq!(carried_id(*platform, push), id, "{platform} {}", push.json());
+    }
+    pushes
+}
+
+/// The notification id a push carries: beside `aps`, or in FCM's `data`.
+fn carried_id(platform: Platform, push: &Received) -> String {
+    let body = push.json();
+    let id = match platform {
+        Platform::Ios => &body["notification_id"],
+        Platform::Android => &body["message"]["data"]["notification_id"],
+    };
+    id.as_str().unwrap_or_default().to_owned()
+}
+
+#[actix_web::test]
+async fn every_delivered_push_carries_its_notification_id_and_data_cannot_spoof_it() {
+    let cluster = Cluster::start(options()).await;
+    let devices = alternating_devices(6, &["fields/id"]);
+    seed_devices(&cluster.sql().await, &devices).await.unwrap();
+
+    let spoof = json!({"topics": ["fields/id"], "body": "Spoofed",
+                       "data": {"notification_id": "00000000-0000-0000-0000-000000000000"}});
+    let (status, problem) = cluster.send(&spoof).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{problem}");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("notification_id"),
+        "{problem}"
+    );
+
+    let id = "6f1c2b3a-9d4e-4f00-8a11-0123456789ab";
+    let alert =
+        json!({"id": id, "topics": ["fields/id"], "body": "Which one?", "data": {"section": "world"}});
+    for (platform, push) in send_and_collect(&cluster, &devices, alert).await {
+        assert_eq!(carried_id(platform, &push), id);
+        let section = match platform {
+            Platform::Ios => push.json()["section"].clone(),
+            Platform::Android => push.json()["message"]["data"]["section"].clone(),
+        };
+        assert_eq!(section, "world");
+    }
+    cluster.stop().await;
 }
 
 fn received(mocks: &Mocks, devices: &[Device]) -> Vec<(Platform, Received)> {
@@ -60,6 +107,7 @@ async fn background_pushes_are_silent_and_alerts_carry_every_option_on_both_plat
                             "data": {"refresh": "front-page"}, "collapse_key": "front"});
     for (platform, push) in send_and_collect(&cluster, &devices, background).await {
         let body = push.json();
+        let id = carried_id(platform, &push);
         match platform {
             Platform::Ios => {
                 assert_eq!(push.header("apns-push-type"), Some("background"));
@@ -67,7 +115,7 @@ async fn background_pushes_are_silent_and_alerts_carry_every_option_on_both_plat
                 assert_eq!(push.header("apns-collapse-id"), Some("front"));
                 assert_eq!(
                     body,
-                    json!({"aps": {"content-available": 1}, "refresh": "front-page"})
+                    json!({"aps": {"content-available": 1}, "refresh": "front-page", "notification_id": id})
                 );
             }
             Platform::Android => {
@@ -75,7 +123,10 @@ async fn background_pushes_are_silent_and_alerts_carry_every_option_on_both_plat
                 assert!(message.get("notification").is_none(), "{body}");
                 assert!(message["android"].get("notification").is_none(), "{body}");
                 assert_eq!(message["android"]["priority"], "normal");
-                assert_eq!(message["data"], json!({"refresh": "front-page"}));
+                assert_eq!(
+                    message["data"],
+                    json!({"refresh": "front-page", "notification_id": id})
+                );
             }
         }
     }

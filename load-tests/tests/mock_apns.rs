@@ -1,9 +1,11 @@
 //! The APNs mock driven by a plain HTTP/2 client: every answer Apple gives,
 //! the provider-token checks, the faults, the control API, no HTTP/1.1, and HTTP/2 by prior knowledge
-//! (no ALPN) as Apple serves it.
+//! (no ALPN) as Apple serves it; and Clarion's own contract, a UUID
+//! `notification_id` beside `aps`.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use clarion_load_tests::mocks::apns::MISSING_NOTIFICATION_ID;
 use clarion_load_tests::mocks::{ApnsMock, ApnsMockConfig, FaultConfig, Stats, digest};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use reqwest::header::{HeaderMap, HeaderValue};
@@ -11,6 +13,8 @@ use reqwest::{Client, Response, StatusCode};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+/// The notification id every test push carries.
+const NOTIFICATION_ID: &str = "6f1c2b3a-9d4e-4f00-8a11-0123456789ab";
 
 struct Fixture {
     mock: ApnsMock,
@@ -76,7 +80,9 @@ impl Fixture {
     async fn push_with(&self, token: &str, edit: impl FnOnce(&mut Push)) -> Response {
         let mut push = Push {
             headers: HeaderMap::new(),
-            body: json!({"aps": {"alert": {"title": "Breaking", "body": "News"}}}).to_string(),
+            body: json!({"aps": {"alert": {"title": "Breaking", "body": "News"}},
+                         "notification_id": NOTIFICATION_ID})
+            .to_string(),
         };
         push.set("authorization", &format!("bearer {}", self.jwt));
         push.set("apns-topic", &self.mock.bundle_id);
@@ -240,7 +246,7 @@ async fn malformed_requests_get_apples_reasons() {
         .push_with(TOKEN, |p| {
             p.set("apns-push-type", "background");
             p.set("apns-priority", "5");
-            p.body = r#"{"aps":{"content-available":1}}"#.into();
+            p.body = json!({"aps": {"content-available": 1}, "notification_id": NOTIFICATION_ID}).to_string();
         })
         .await;
     assert_eq!(response.status(), StatusCode::OK);
@@ -249,6 +255,29 @@ async fn malformed_requests_get_apples_reasons() {
         (status, body["reason"].as_str()),
         (StatusCode::BAD_REQUEST, Some("BadDeviceToken"))
     );
+}
+
+#[tokio::test]
+async fn a_push_without_a_uuid_notification_id_is_refused_and_the_id_is_kept() {
+    let f = start().await;
+    let aps = json!({"alert": "News"});
+    for (case, body) in [
+        ("missing", json!({"aps": aps})),
+        ("not a uuid", json!({"aps": aps, "notification_id": "42"})),
+        ("not a string", json!({"aps": aps, "notification_id": 42})),
+        (
+            "inside aps",
+            json!({"aps": {"alert": "News", "notification_id": NOTIFICATION_ID}}),
+        ),
+    ] {
+        let (status, answer) = reason(f.push_with(TOKEN, |p| p.body = body.to_string()).await).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{case}");
+        assert_eq!(answer["reason"], MISSING_NOTIFICATION_ID, "{case}");
+    }
+    assert_eq!(f.stats().await.accepted, 0);
+    assert_eq!(f.push(TOKEN).await.status(), StatusCode::OK);
+    let kept = f.mock.state.received_by(TOKEN).expect("the push is kept");
+    assert_eq!(kept.json()["notification_id"], NOTIFICATION_ID);
 }
 
 #[tokio::test]
@@ -424,7 +453,7 @@ async fn a_push_without_apns_push_type_is_an_alert_as_apple_reads_it() {
     let silent = f
         .push_with(TOKEN, |p| {
             p.remove("apns-push-type");
-            p.body = json!({"aps": {"content-available": 1}}).to_string();
+            p.body = json!({"aps": {"content-available": 1}, "notification_id": NOTIFICATION_ID}).to_string();
         })
         .await;
     let (status, body) = reason(silent).await;
@@ -446,7 +475,7 @@ async fn http2_without_alpn_is_served_by_prior_knowledge() {
         .header("apns-push-type", "alert")
         .body(())
         .unwrap();
-    let body = json!({"aps": {"alert": "News"}}).to_string();
+    let body = json!({"aps": {"alert": "News"}, "notification_id": NOTIFICATION_ID}).to_string();
     let (status, answer) =
         common::send_without_alpn(&f.mock.endpoint, &f.mock.ca_file, request, body.into()).await;
     assert_eq!(status, http::StatusCode::OK, "answer: {answer:?}");

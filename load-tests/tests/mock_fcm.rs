@@ -1,10 +1,11 @@
 //! The FCM mock driven by a plain HTTP/2 client: the OAuth2 token exchange
 //! and its checks, every answer of the v1 send API, no HTTP/1.1 there, and HTTP/2 by prior
-//! knowledge (no ALPN) as Google serves it.
+//! knowledge (no ALPN) as Google serves it; and Clarion's own contract, a
+//! UUID `data.notification_id` in every message.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use clarion_load_tests::mocks::fcm::FCM_SCOPE;
+use clarion_load_tests::mocks::fcm::{FCM_SCOPE, MISSING_NOTIFICATION_ID};
 use clarion_load_tests::mocks::{FaultConfig, FcmMock, FcmMockConfig};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use reqwest::{Client, Response, StatusCode};
@@ -114,9 +115,12 @@ fn message(token: &str) -> Value {
         "token": token,
         "notification": {"title": "Breaking", "body": "News"},
         "android": {"priority": "high", "ttl": "3600s", "collapse_key": "breaking"},
-        "data": {"link": "https://news.example/1"},
+        "data": {"link": "https://news.example/1", "notification_id": NOTIFICATION_ID},
     })
 }
+
+/// The notification id every test message carries.
+const NOTIFICATION_ID: &str = "6f1c2b3a-9d4e-4f00-8a11-0123456789ab";
 
 /// Status, `error.status` and the FCM error code of an answer.
 async fn google_error(response: Response) -> (u16, String, Option<String>) {
@@ -309,6 +313,33 @@ async fn malformed_messages_are_invalid_argument() {
             "{case}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_message_without_a_uuid_notification_id_is_invalid_argument_naming_it() {
+    let f = start().await;
+    let bearer = f.access_token().await;
+    let mut missing = message(&token(1));
+    missing["data"].as_object_mut().unwrap().remove("notification_id");
+    let mut no_data = message(&token(1));
+    no_data.as_object_mut().unwrap().remove("data");
+    let mut not_uuid = message(&token(1));
+    not_uuid["data"]["notification_id"] = json!("42");
+    for (case, message) in [
+        ("missing", missing),
+        ("no data", no_data),
+        ("not a uuid", not_uuid),
+    ] {
+        let response = f.send(&bearer, message).await;
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{case}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["message"], MISSING_NOTIFICATION_ID, "{case}");
+        assert_eq!(body["error"]["status"], "INVALID_ARGUMENT", "{case}");
+    }
+    assert_eq!(f.mock.state.accounting.stats().accepted, 0);
+    assert_eq!(f.send(&bearer, message(&token(1))).await.status(), StatusCode::OK);
+    let kept = f.mock.state.received_by(&token(1)).expect("the message is kept");
+    assert_eq!(kept.json()["message"]["data"]["notification_id"], NOTIFICATION_ID);
 }
 
 #[tokio::test]

@@ -21,7 +21,7 @@ pub use app::{DEFAULT_APP, validate_app};
 pub use locale::{LocalizedText, best_match, normalize_locale};
 pub use messages::{
     ACCEPT_BUCKET_MS, AcceptBucket, BatchId, CleanupReason, Control, ControlCommand, DeliveryCounts,
-    DeliveryReport, JobOutcome, JobReport, ShardJob, TokenBatch, TokenCleanup, WireVersion,
+    DeliveryReport, JobOutcome, JobReport, PushMessage, ShardJob, TokenBatch, TokenCleanup, WireVersion,
 };
 pub use names::Names;
 pub use payload::{Notification, PayloadError, Priority};

@@ -2,6 +2,7 @@
 //! consumer refuses (and dead-letters) a message from a newer, incompatible
 //! producer instead of misreading it.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use chrono::{DateTime, Utc};
@@ -100,15 +101,41 @@ pub struct TokenBatch {
     pub tokens: Vec<String>,
 }
 
+/// A notification as one batch's devices get it, with the id every push
+/// carries (see [`crate::payload::NOTIFICATION_ID_KEY`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PushMessage<'a> {
+    pub notification_id: Uuid,
+    pub notification: Cow<'a, Notification>,
+}
+
+impl<'a> PushMessage<'a> {
+    pub fn new(notification_id: Uuid, notification: &'a Notification) -> Self {
+        Self {
+            notification_id,
+            notification: Cow::Borrowed(notification),
+        }
+    }
+
+    /// The custom keys of every push of this message, its id among them.
+    pub fn custom_keys(&self) -> serde_json::Map<String, serde_json::Value> {
+        self.notification.custom_keys(self.notification_id)
+    }
+}
+
 impl TokenBatch {
     /// The notification as this batch's devices get it: its text (the
-    /// default, or the localization the batch was cut for) and nothing of
-    /// the other localizations.
-    pub fn message(&self) -> std::borrow::Cow<'_, Notification> {
-        if self.notification.localizations.is_empty() {
-            std::borrow::Cow::Borrowed(&self.notification)
+    /// default, or the localization the batch was cut for), nothing of the
+    /// other localizations, and its id.
+    pub fn message(&self) -> PushMessage<'_> {
+        let notification = if self.notification.localizations.is_empty() {
+            Cow::Borrowed(&self.notification)
         } else {
-            std::borrow::Cow::Owned(self.notification.localized(self.locale.as_deref()))
+            Cow::Owned(self.notification.localized(self.locale.as_deref()))
+        };
+        PushMessage {
+            notification_id: self.batch_id.notification_id,
+            notification,
         }
     }
 
@@ -305,6 +332,38 @@ mod tests {
             },
         };
         assert_eq!(decode::<Control>(&encode(&control).unwrap()).unwrap(), control);
+    }
+
+    #[test]
+    fn a_batch_message_carries_the_notification_id_and_its_text() {
+        let mut notification = sample();
+        notification.localizations.insert(
+            "fr".into(),
+            crate::LocalizedText {
+                title: None,
+                body: "En France".into(),
+            },
+        );
+        let mut batch = TokenBatch {
+            v: WireVersion::CURRENT,
+            batch_id: batch_id(),
+            platform: Platform::Ios,
+            environment: ApnsEnvironment::Production,
+            sent_at: DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
+            notification,
+            locale: Some("fr".into()),
+            tokens: Vec::new(),
+        };
+        let message = batch.message();
+        assert_eq!(message.notification_id, Uuid::from_u128(7));
+        assert_eq!(message.notification.body, "En France");
+        assert!(message.notification.localizations.is_empty());
+        assert_eq!(
+            message.custom_keys()[crate::payload::NOTIFICATION_ID_KEY],
+            "00000000-0000-0000-0000-000000000007"
+        );
+        batch.locale = None;
+        assert_eq!(batch.message().notification.body, sample().body);
     }
 
     #[test]

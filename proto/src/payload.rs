@@ -5,10 +5,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use uuid::Uuid;
 
 use crate::locale::{LocaleError, LocalizedText, MAX_LOCALIZATIONS, normalize_locale};
 use crate::presentation::{InterruptionLevel, PushType, sound_field};
 use crate::topic::{TopicError, validate_topic};
+
+mod presentation_rules;
 
 /// Largest APNs payload Apple accepts for a regular alert, in bytes.
 pub const APNS_MAX_PAYLOAD_BYTES: usize = 4096;
@@ -52,9 +55,14 @@ pub const URL_PATTERN: &str = concat!(
 /// `data` keys that are refused (compared without regard to case).
 pub const RESERVED_DATA_KEY_PATTERN: &str = concat!(
     r"^(?:[Aa][Pp][Ss]|[Ll][Ii][Nn][Kk]|[Ii][Mm][Aa][Gg][Ee]_[Uu][Rr][Ll]|[Ff][Rr][Oo][Mm]",
-    r"|[Nn][Oo][Tt][Ii][Ff][Ii][Cc][Aa][Tt][Ii][Oo][Nn]|[Mm][Ee][Ss][Ss][Aa][Gg][Ee]_[Tt][Yy][Pp][Ee]",
+    r"|[Nn][Oo][Tt][Ii][Ff][Ii][Cc][Aa][Tt][Ii][Oo][Nn](?:_[Ii][Dd])?|[Mm][Ee][Ss][Ss][Aa][Gg][Ee]_[Tt][Yy][Pp][Ee]",
     r"|[Gg][Oo][Oo][Gg][Ll][Ee]\..*|[Gg][Cc][Mm]\..*)$",
 );
+/// The custom key every push carries beside `aps` (APNs) or in `data`
+/// (FCM): the notification's id, so the app can say which notification it
+/// received or opened (`POST /api/v1/receipts`). Reserved: a sender's
+/// `data` cannot name it.
+pub const NOTIFICATION_ID_KEY: &str = "notification_id";
 
 /// The compiled [`URL_PATTERN`].
 static URL_REGEX: std::sync::LazyLock<Option<regex::Regex>> =
@@ -62,7 +70,15 @@ static URL_REGEX: std::sync::LazyLock<Option<regex::Regex>> =
 
 /// Custom `data` keys that would collide with the providers' own fields or
 /// with the keys Clarion fills itself.
-const RESERVED_DATA_KEYS: [&str; 6] = ["aps", "link", "image_url", "from", "notification", "message_type"];
+const RESERVED_DATA_KEYS: [&str; 7] = [
+    "aps",
+    "link",
+    "image_url",
+    NOTIFICATION_ID_KEY,
+    "from",
+    "notification",
+    "message_type",
+];
 const RESERVED_DATA_PREFIXES: [&str; 2] = ["google.", "gcm."];
 
 /// Delivery priority: `high` wakes the device now, `normal` lets the OS batch it.
@@ -324,7 +340,7 @@ impl Notification {
     /// `category`, `mutable-content` (1 when an image is attached),
     /// `thread-id` from the collapse key, `interruption-level`,
     /// `relevance-score`. A background push: `aps.content-available` only.
-    /// Then the custom keys.
+    /// Then the custom keys, the notification's id among them.
     pub fn apns_payload_bytes(&self) -> usize {
         let mut aps = Map::new();
         if self.push_type.is_alert() {
@@ -360,7 +376,7 @@ impl Notification {
         } else {
             aps.insert("content-available".into(), json!(1));
         }
-        let mut root = self.custom_keys();
+        let mut root = self.custom_keys(SIZED_ID);
         root.insert("aps".into(), Value::Object(aps));
         json_len(&Value::Object(root))
     }
@@ -376,7 +392,7 @@ impl Notification {
                 Value::Object(self.fcm_android_notification()),
             );
         }
-        root.insert("data".into(), Value::Object(self.custom_keys()));
+        root.insert("data".into(), Value::Object(self.custom_keys(SIZED_ID)));
         json_len(&Value::Object(root))
     }
 
@@ -417,8 +433,12 @@ impl Notification {
     }
 
     /// The custom key/value pairs delivered beside the alert on both
-    /// platforms: `data` plus `link` and `image_url` when present.
-    pub fn custom_keys(&self) -> Map<String, Value> {
+    /// platforms: `data` plus `link` and `image_url` when present, and
+    /// [`NOTIFICATION_ID_KEY`] with `notification_id`. Clarion's keys are
+    /// written last, so they win over a `data` key of the same name (which
+    /// validation refuses; a notification stored before a key was reserved
+    /// may still hold one).
+    pub fn custom_keys(&self, notification_id: Uuid) -> Map<String, Value> {
         let mut keys: Map<String, Value> = self
             .data
             .iter()
@@ -430,6 +450,10 @@ impl Notification {
         if let Some(image) = &self.image_url {
             keys.insert("image_url".into(), json!(image));
         }
+        keys.insert(
+            NOTIFICATION_ID_KEY.into(),
+            json!(notification_id.hyphenated().to_string()),
+        );
         keys
     }
 }
@@ -458,6 +482,11 @@ fn normalized_localizations(
     }
     Ok(normalized)
 }
+
+/// The id the size estimates write: validation runs before the id is
+/// known, and every id is written as 36 characters (hyphenated), so the
+/// size is the same for any notification.
+const SIZED_ID: Uuid = Uuid::nil();
 
 fn json_len(value: &Value) -> usize {
     serde_json::to_vec(value)
@@ -734,6 +763,9 @@ pub(crate) mod tests {
             "from",
             "notification",
             "message_type",
+            "notification_id",
+            "Notification_ID",
+            "notification_idx",
             "google.x",
             "GCM.y",
             "section",
@@ -756,7 +788,7 @@ pub(crate) mod tests {
     #[test]
     fn fcm_limit_is_reached_before_apns_limit() {
         let mut n = sample();
-        n.body = "x".repeat(3870);
+        n.body = "x".repeat(3815);
         let apns = n.apns_payload_bytes();
         let fcm = n.fcm_payload_bytes();
         assert!(apns <= APNS_MAX_PAYLOAD_BYTES, "apns {apns}");
@@ -790,6 +822,82 @@ pub(crate) mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn the_notification_id_key_is_reserved_and_ours_wins() {
+        for key in ["notification_id", "NOTIFICATION_ID", "Notification_Id"] {
+            let mut n = sample();
+            n.data.insert(key.into(), "spoofed".into());
+            assert_eq!(n.validated(), Err(PayloadError::ReservedDataKey(key.into())));
+        }
+        // Stored before the key was reserved: the real id still wins.
+        let mut n = sample();
+        n.data.insert(NOTIFICATION_ID_KEY.into(), "spoofed".into());
+        let id = Uuid::from_u128(0x6f1c_0000_0000_0000_0000_0000_0000_0042);
+        let keys = n.custom_keys(id);
+        assert_eq!(
+            keys[NOTIFICATION_ID_KEY],
+            json!("6f1c0000-0000-0000-0000-000000000042")
+        );
+        assert_eq!(keys["section"], json!("world"));
+    }
+
+    #[test]
+    fn the_notification_id_is_counted_in_both_sizes() {
+        let mut n = sample();
+        n.data.clear();
+        n.link = None;
+        n.image_url = None;
+        let keys = n.custom_keys(Uuid::new_v4());
+        assert_eq!(keys.len(), 1, "{keys:?}");
+        // `"notification_id":"<36 characters>"` and its comma.
+        let id_bytes = json_len(&json!({NOTIFICATION_ID_KEY: Uuid::nil().to_string()})) - 2 + 1;
+        assert_eq!(id_bytes, 57);
+        let mut without = Map::new();
+        without.insert(
+            "aps".into(),
+            json!({"alert": {"title": "Breaking", "body": "Something happened"}, "sound": "default",
+                   "mutable-content": 0, "thread-id": "breaking"}),
+        );
+        assert_eq!(
+            n.apns_payload_bytes(),
+            json_len(&Value::Object(without)) + id_bytes
+        );
+        // Any id is the size of the one the estimate writes.
+        for id in [Uuid::nil(), Uuid::max(), Uuid::new_v4()] {
+            let mut root = n.custom_keys(id);
+            root.insert("aps".into(), json!({}));
+            assert_eq!(
+                json_len(&Value::Object(root)),
+                json_len(&Value::Object({
+                    let mut root = n.custom_keys(SIZED_ID);
+                    root.insert("aps".into(), json!({}));
+                    root
+                }))
+            );
+        }
+        // A data-only background push is the id alone in FCM's `data`.
+        let background = Notification {
+            push_type: PushType::Background,
+            title: None,
+            body: String::new(),
+            ..n
+        };
+        assert_eq!(
+            background.fcm_payload_bytes(),
+            json_len(&json!({"data": {NOTIFICATION_ID_KEY: Uuid::nil().to_string()}}))
+        );
+        // A body that would just fit without the id is refused.
+        let mut full = sample();
+        full.data.clear();
+        full.body = String::new();
+        let room = APNS_MAX_PAYLOAD_BYTES + id_bytes - full.apns_payload_bytes();
+        full.body = "x".repeat(room);
+        assert_eq!(
+            full.validated(),
+            Err(PayloadError::ApnsTooLarge(APNS_MAX_PAYLOAD_BYTES + id_bytes))
+        );
     }
 
     #[test]

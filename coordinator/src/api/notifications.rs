@@ -63,7 +63,9 @@ pub struct SendRequest {
     pub ttl_seconds: Option<u32>,
     /// Alerts with the same key replace each other on the device.
     pub collapse_key: Option<String>,
-    /// Custom key/value strings delivered with the alert.
+    /// Custom key/value strings delivered with the alert. Keys the providers
+    /// or Clarion use are reserved; every push also carries the
+    /// notification's id as `notification_id`.
     #[serde(default)]
     pub data: BTreeMap<String, String>,
     /// Go through the whole pipeline without sending to Apple or Google.

@@ -4,12 +4,12 @@
 //! an image comes along, `thread-id` from the collapse key,
 //! `interruption-level` and `relevance-score`. A background push:
 //! `content-available` only, at priority 5. Then the custom keys (`data`,
-//! `link`, `image_url`).
+//! `link`, `image_url`, and `notification_id` beside `aps`).
 
 use a2::request::notification::{DefaultNotificationBuilder, NotificationBuilder, NotificationOptions};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use clarion_proto::{Notification, Priority, PushType};
+use clarion_proto::{Priority, PushMessage, PushType};
 use http::{HeaderMap, HeaderValue};
 use serde_json::Value;
 
@@ -22,11 +22,12 @@ pub struct PreparedApns {
 }
 
 pub fn prepare(
-    notification: &Notification,
+    message: &PushMessage<'_>,
     sent_at: DateTime<Utc>,
     topic: &HeaderValue,
 ) -> Result<PreparedApns, String> {
-    let body = body(notification).map_err(|err| format!("cannot build the APNs payload: {err}"))?;
+    let body = body(message).map_err(|err| format!("cannot build the APNs payload: {err}"))?;
+    let notification = &*message.notification;
     let mut headers = HeaderMap::new();
     headers.insert("apns-topic", topic.clone());
     let (push_type, priority) = match (notification.push_type, notification.priority) {
@@ -52,7 +53,8 @@ pub fn prepare(
 }
 
 /// The JSON body (what `Notification::apns_payload_bytes` sizes).
-pub fn body(notification: &Notification) -> Result<Vec<u8>, serde_json::Error> {
+pub fn body(message: &PushMessage<'_>) -> Result<Vec<u8>, serde_json::Error> {
+    let notification = &*message.notification;
     let mut builder = DefaultNotificationBuilder::new();
     let alert = notification.push_type.is_alert();
     if alert {
@@ -75,7 +77,7 @@ pub fn body(notification: &Notification) -> Result<Vec<u8>, serde_json::Error> {
     } else {
         builder = builder.set_content_available();
     }
-    let custom = notification.custom_keys();
+    let custom = message.custom_keys();
     let mut payload = builder.build("", NotificationOptions::default());
     for (key, value) in &custom {
         payload
@@ -106,7 +108,23 @@ pub fn body(notification: &Notification) -> Result<Vec<u8>, serde_json::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clarion_proto::Notification;
     use std::collections::BTreeMap;
+    use uuid::Uuid;
+
+    const ID: Uuid = Uuid::from_u128(0x6f1c_2b3a_0000_4000_8000_0000_0000_0042);
+
+    fn body(n: &Notification) -> Result<Vec<u8>, serde_json::Error> {
+        super::body(&PushMessage::new(ID, n))
+    }
+
+    fn prepare(
+        n: &Notification,
+        sent_at: DateTime<Utc>,
+        topic: &HeaderValue,
+    ) -> Result<PreparedApns, String> {
+        super::prepare(&PushMessage::new(ID, n), sent_at, topic)
+    }
 
     fn notification() -> Notification {
         Notification {
@@ -134,6 +152,7 @@ mod tests {
         assert_eq!(body["link"], "https://news.example/1");
         assert_eq!(body["image_url"], "https://news.example/1.jpg");
         assert_eq!(body["section"], "world");
+        assert_eq!(body["notification_id"], "6f1c2b3a-0000-4000-8000-000000000042");
     }
 
     fn background() -> Notification {
@@ -178,7 +197,23 @@ mod tests {
             bare_background,
         ] {
             assert_eq!(body(&n).unwrap().len(), n.apns_payload_bytes(), "{n:?}");
+            // Whatever the id: every id is written in 36 characters.
+            for id in [Uuid::nil(), Uuid::max(), Uuid::new_v4()] {
+                let sized = super::body(&PushMessage::new(id, &n)).unwrap();
+                assert_eq!(sized.len(), n.apns_payload_bytes(), "{n:?}");
+            }
         }
+    }
+
+    #[test]
+    fn the_id_is_the_notifications_even_when_data_names_the_key() {
+        // Validation refuses the key; one stored before it was reserved
+        // cannot spoof the id.
+        let mut n = notification();
+        n.data.insert("notification_id".into(), "spoofed".into());
+        let sent: Value = serde_json::from_slice(&body(&n).unwrap()).unwrap();
+        assert_eq!(sent["notification_id"], ID.to_string());
+        assert_eq!(sent["section"], "world");
     }
 
     #[test]
@@ -207,6 +242,7 @@ mod tests {
         let body: Value = serde_json::from_slice(&prepared.body).unwrap();
         assert_eq!(body["aps"], serde_json::json!({"content-available": 1}));
         assert_eq!(body["section"], "world");
+        assert_eq!(body["notification_id"], ID.to_string());
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! The FCM v1 message of a notification, serialised once per notification
 //! around the device token: `notification` (title, body, image), `android`
 //! (priority, ttl, collapse key, and `notification` with sound, click
-//! action, channel, count and priority) and `data` (string values only). A
-//! background push is a data-only message at normal priority.
+//! action, channel, count and priority) and `data` (string values only,
+//! `notification_id` always among them). A background push is a data-only
+//! message at normal priority.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use chrono::{DateTime, Utc};
-use clarion_proto::{Notification, Priority, PushType};
+use clarion_proto::{Priority, PushMessage, PushType};
 use serde_json::{Map, Value, json};
 
 /// The message with a hole for the token: `prefix + token + suffix`.
@@ -35,10 +36,11 @@ impl PreparedFcm {
 }
 
 pub fn prepare(
-    notification: &Notification,
+    push: &PushMessage<'_>,
     sent_at: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<PreparedFcm, String> {
+    let notification = &*push.notification;
     let mut message = Map::new();
     let alert = notification.push_type.is_alert();
     if alert {
@@ -65,10 +67,8 @@ pub fn prepare(
         android.insert("notification".into(), Value::Object(shown_on_android));
     }
     message.insert("android".into(), Value::Object(android));
-    let data = notification.custom_keys();
-    if !data.is_empty() {
-        message.insert("data".into(), Value::Object(data));
-    }
+    // Never empty: it carries the notification's id.
+    message.insert("data".into(), Value::Object(push.custom_keys()));
 
     let rest = serde_json::to_string(&Value::Object(message)).map_err(|err| err.to_string())?;
     // `rest` is `{...}` and never empty: it always holds `notification`.
@@ -81,7 +81,15 @@ pub fn prepare(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clarion_proto::Notification;
     use std::collections::BTreeMap;
+    use uuid::Uuid;
+
+    const ID: Uuid = Uuid::from_u128(0x6f1c_2b3a_0000_4000_8000_0000_0000_0042);
+
+    fn prepare(n: &Notification, sent_at: DateTime<Utc>, now: DateTime<Utc>) -> Result<PreparedFcm, String> {
+        super::prepare(&PushMessage::new(ID, n), sent_at, now)
+    }
 
     fn notification() -> Notification {
         Notification {
@@ -111,6 +119,59 @@ mod tests {
         assert_eq!(message["android"]["collapse_key"], "breaking");
         assert_eq!(message["data"]["link"], "https://news.example/1");
         assert_eq!(message["data"]["section"], "world");
+        assert_eq!(
+            message["data"]["notification_id"],
+            "6f1c2b3a-0000-4000-8000-000000000042"
+        );
+    }
+
+    /// What FCM counts against its 4000 bytes, as sent.
+    fn counted_bytes(message: &Value) -> usize {
+        let mut counted = Map::new();
+        if let Some(shown) = message.get("notification") {
+            counted.insert("notification".into(), shown.clone());
+        }
+        let android = message["android"].get("notification").cloned();
+        if message.get("notification").is_some() {
+            counted.insert(
+                "android_notification".into(),
+                android.unwrap_or_else(|| json!({})),
+            );
+        }
+        counted.insert("data".into(), message["data"].clone());
+        serde_json::to_vec(&Value::Object(counted)).unwrap().len()
+    }
+
+    #[test]
+    fn the_message_is_the_size_the_api_validated_whatever_the_id() {
+        let sent = Utc::now();
+        let mut bare = notification();
+        bare.data.clear();
+        bare.link = None;
+        let background = Notification {
+            push_type: PushType::Background,
+            title: None,
+            body: String::new(),
+            ..notification()
+        };
+        for n in [notification(), bare, background] {
+            for id in [Uuid::nil(), Uuid::max(), Uuid::new_v4()] {
+                let prepared = super::prepare(&PushMessage::new(id, &n), sent, sent).unwrap();
+                let body: Value = serde_json::from_slice(&prepared.body("t")).unwrap();
+                let message = &body["message"];
+                assert_eq!(message["data"]["notification_id"], id.to_string());
+                assert_eq!(counted_bytes(message), n.fcm_payload_bytes(), "{n:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_data_key_cannot_spoof_the_id() {
+        let mut n = notification();
+        n.data.insert("notification_id".into(), "spoofed".into());
+        let sent = Utc::now();
+        let body: Value = serde_json::from_slice(&prepare(&n, sent, sent).unwrap().body("t")).unwrap();
+        assert_eq!(body["message"]["data"]["notification_id"], ID.to_string());
     }
 
     #[test]

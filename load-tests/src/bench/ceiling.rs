@@ -17,6 +17,10 @@ use serde_json::json;
 
 use crate::mocks::{ApnsMock, FcmMock};
 
+/// The notification id the minimal client's pushes carry (the mocks refuse
+/// a push without one, as every Clarion push has one).
+pub const CEILING_NOTIFICATION_ID: &str = "00000000-0000-4000-8000-0000000ce111";
+
 /// What one minimal client achieved.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct CeilingRun {
@@ -53,8 +57,11 @@ async fn apns_ceiling(mock: &ApnsMock, plan: CeilingPlan) -> Result<CeilingRun> 
         Duration::from_secs(2400),
     )
     .map_err(anyhow::Error::msg)?;
-    let body =
-        Bytes::from(json!({"aps": {"alert": {"title": "Ceiling", "body": "minimal client"}}}).to_string());
+    let body = Bytes::from(
+        json!({"aps": {"alert": {"title": "Ceiling", "body": "minimal client"}},
+                           "notification_id": CEILING_NOTIFICATION_ID})
+        .to_string(),
+    );
     let topic = HeaderValue::from_str(&mock.bundle_id)?;
     let device = "0123456789abcdef".repeat(4);
     let uri = pool.uri(format!("/3/device/{device}"))?;
@@ -84,7 +91,8 @@ async fn fcm_ceiling(mock: &FcmMock, plan: CeilingPlan) -> Result<CeilingRun> {
     let device = format!("ceiling:APA91b{}", "Ab-_9".repeat(24));
     let body = Bytes::from(
         json!({"message": {"token": device, "notification": {"title": "Ceiling", "body": "minimal client"},
-                           "android": {"priority": "high", "ttl": "3600s"}}})
+                           "android": {"priority": "high", "ttl": "3600s"},
+                           "data": {"notification_id": CEILING_NOTIFICATION_ID}}})
         .to_string(),
     );
     let uri = pool

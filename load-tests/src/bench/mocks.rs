@@ -75,7 +75,8 @@ pub async fn run(args: MocksArgs) -> Result<MocksReport> {
     std::fs::write(
         &fcm_payload,
         json!({"message": {"token": fcm_token, "notification": {"title": "Bench", "body": "h2load"},
-                           "android": {"priority": "high", "ttl": "3600s"}}})
+                           "android": {"priority": "high", "ttl": "3600s"},
+                           "data": {"notification_id": super::ceiling::CEILING_NOTIFICATION_ID}}})
         .to_string(),
     )?;
     let fcm_run = h2load(
@@ -131,7 +132,9 @@ fn apns_h2load_run(apns: &ApnsMock, args: &MocksArgs) -> Result<H2loadRun> {
     let payload = std::env::temp_dir().join(format!("clarion-h2load-apns-{}.json", std::process::id()));
     std::fs::write(
         &payload,
-        json!({"aps": {"alert": {"title": "Bench", "body": "h2load"}}}).to_string(),
+        json!({"aps": {"alert": {"title": "Bench", "body": "h2load"}},
+               "notification_id": super::ceiling::CEILING_NOTIFICATION_ID})
+        .to_string(),
     )?;
     let token = "0123456789abcdef".repeat(4);
     let run = h2load(

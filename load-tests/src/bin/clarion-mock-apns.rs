@@ -5,13 +5,14 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 use clap::Parser;
-use clarion_load_tests::mocks::{ApnsMock, ApnsMockConfig};
+use clarion_load_tests::mocks::{ApnsMock, ApnsMockConfig, ReceiptsArgs};
 
 #[derive(Parser)]
 #[command(
     name = "clarion-mock-apns",
     about = "Mock APNs: HTTP/2 over TLS with provider-token checks, Apple's answers, fault injection \
-             and a control API. Writes its CA certificate and .p8 key to --dir."
+             and a control API. Writes its CA certificate and .p8 key to --dir. With --receipts-url \
+             the phones behind it post receipts for the pushes it accepted."
 )]
 struct Args {
     /// Push API address (loopback only).
@@ -32,6 +33,9 @@ struct Args {
     /// Server threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// The phones behind the mock: receipts for the accepted pushes.
+    #[command(flatten)]
+    receipts: ReceiptsArgs,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -39,12 +43,14 @@ fn main() -> anyhow::Result<()> {
     if !args.addr.ip().is_loopback() || !args.control_addr.ip().is_loopback() {
         bail!("the mock binds to loopback addresses only");
     }
+    let receipts = args.receipts.config()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(args.threads.max(1))
         .enable_all()
         .build()?;
     runtime.block_on(async move {
         let mut config = ApnsMockConfig::local(args.dir);
+        config.receipts = receipts;
         config.addr = args.addr;
         config.control_addr = args.control_addr;
         config.team_id = args.team_id;

@@ -6,14 +6,15 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 use clap::Parser;
-use clarion_load_tests::mocks::{FcmMock, FcmMockConfig};
+use clarion_load_tests::mocks::{FcmMock, FcmMockConfig, ReceiptsArgs};
 
 #[derive(Parser)]
 #[command(
     name = "clarion-mock-fcm",
     about = "Mock FCM: HTTP v1 send API over HTTP/2 + TLS, an OAuth2 token endpoint, Google's error \
              bodies, fault injection and a control API. Writes its CA certificate and a matching \
-             service-account JSON to --dir."
+             service-account JSON to --dir. With --receipts-url the phones behind it post receipts for \
+             the messages it accepted."
 )]
 struct Args {
     /// Send API address (loopback only).
@@ -36,6 +37,9 @@ struct Args {
     /// Server threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// The phones behind the mock: receipts for the accepted pushes.
+    #[command(flatten)]
+    receipts: ReceiptsArgs,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -44,12 +48,14 @@ fn main() -> anyhow::Result<()> {
     if !loopback.iter().all(|addr| addr.ip().is_loopback()) {
         bail!("the mock binds to loopback addresses only");
     }
+    let receipts = args.receipts.config()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(args.threads.max(1))
         .enable_all()
         .build()?;
     runtime.block_on(async move {
         let mut config = FcmMockConfig::local(args.dir);
+        config.receipts = receipts;
         config.addr = args.addr;
         config.token_addr = args.token_addr;
         config.control_addr = args.control_addr;

@@ -70,6 +70,9 @@ pub struct Stats {
     /// Unix time of the first and the last accepted push, in milliseconds.
     pub first_accept_unix_ms: Option<u64>,
     pub last_accept_unix_ms: Option<u64>,
+    /// What the phones behind the mock reported (receipts on only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipts: Option<super::phones::ReceiptStats>,
 }
 
 /// Time from a request's arrival to its answer, injected latency included.
@@ -161,6 +164,7 @@ impl Accounting {
             latency: LatencySummary::default(),
             first_accept_unix_ms: None,
             last_accept_unix_ms: None,
+            receipts: None,
         };
         let mut latency = Histogram::<u64>::new(3).expect("3 significant digits is valid");
         let mut first: Option<u32> = None;

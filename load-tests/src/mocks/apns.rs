@@ -10,7 +10,14 @@
 //! `apns-expiration` (integer), `apns-collapse-id` (≤ 64 bytes), `apns-id`
 //! (a UUID), none of them twice, and a JSON body of at most 4096 bytes
 //! holding an `aps` object (with `alert` for alert pushes).
+//!
+//! Beyond Apple's rules, it holds Clarion to its own contract: every body
+//! carries `notification_id` (a UUID) beside `aps`, or the push is refused
+//! with 400 `MissingNotificationId` (a reason of the mock's, not Apple's).
+//! With receipts on ([`ApnsMockConfig::receipts`]) the phones behind it
+//! report the pushes it accepted (see [`super::phones`]).
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -27,6 +34,7 @@ use serde_json::json;
 
 use super::control::{self, MockState, Received};
 use super::faults::{Verdict, impostor_page};
+use super::phones::ReceiptsConfig;
 use super::server::{ConnectionId, Listener, Protocols, serve_tls};
 use super::tls::TestPki;
 use super::{unix_ms, unix_s};
@@ -37,6 +45,9 @@ pub const MAX_PAYLOAD: usize = 4096;
 const TOKEN_MAX_AGE_S: u64 = 3600;
 /// A provider token `iat` this far in the future is tolerated (clock skew).
 const CLOCK_SKEW_S: u64 = 60;
+/// The mock's own reason for a body without a UUID `notification_id`
+/// (Clarion's contract, not Apple's rule).
+pub const MISSING_NOTIFICATION_ID: &str = "MissingNotificationId";
 /// A connection may switch provider tokens at most once in this long.
 const MIN_TOKEN_UPDATE_INTERVAL: Duration = Duration::from_secs(20 * 60);
 
@@ -50,6 +61,8 @@ pub struct ApnsMockConfig {
     pub team_id: String,
     pub key_id: String,
     pub bundle_id: String,
+    /// The phones behind the mock post receipts when set.
+    pub receipts: Option<ReceiptsConfig>,
 }
 
 impl ApnsMockConfig {
@@ -62,6 +75,7 @@ impl ApnsMockConfig {
             team_id: "CLARIONTM1".into(),
             key_id: "CLARIONK01".into(),
             bundle_id: "com.clarion.news".into(),
+            receipts: None,
         }
     }
 }
@@ -92,7 +106,7 @@ impl ApnsMock {
         std::fs::write(&key_file, key.serialize_pem())
             .with_context(|| format!("writing {}", key_file.display()))?;
 
-        let (state, control) = control::start(config.control_addr)
+        let (state, control) = control::start(config.control_addr, config.receipts)
             .await
             .context("binding the mock's control API")?;
         let apns = Arc::new(Apns {
@@ -146,8 +160,12 @@ impl ApnsMock {
 
 /// What the mock reads of a push body (the rest is skipped unparsed).
 #[derive(Deserialize)]
-struct Payload {
+struct Payload<'a> {
     aps: Option<Aps>,
+    /// Kept raw, so a value of the wrong type is Clarion's contract
+    /// broken, not an unreadable body.
+    #[serde(borrow, default)]
+    notification_id: Option<&'a serde_json::value::RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -255,15 +273,18 @@ impl Apns {
             self.state.accounting.record(&token, status, started.elapsed());
             return impostor_page(status);
         }
-        let status = outcome.as_ref().map_or_else(|refusal| refusal.status, |()| 200);
+        let status = outcome.as_ref().map_or_else(|refusal| refusal.status, |_| 200);
         self.state.accounting.record(&token, status, started.elapsed());
+        if let Ok(notification_id) = &outcome {
+            self.state.phones_accepted(*notification_id, &token);
+        }
         let apns_id = match apns_id {
             Some(id) if uuid::Uuid::parse_str(&id).is_ok() => id,
             _ => uuid::Uuid::new_v4().to_string(),
         };
         let builder = Response::builder().status(status).header("apns-id", apns_id);
         let response = match outcome {
-            Ok(()) => builder.body(Bytes::new()),
+            Ok(_) => builder.body(Bytes::new()),
             Err(refusal) => {
                 let mut body = json!({"reason": refusal.reason});
                 if refusal.reason == "Unregistered" {
@@ -281,7 +302,13 @@ impl Apns {
         response.unwrap_or_else(|_| Response::new(Bytes::new()))
     }
 
-    fn check(&self, request: Request<Bytes>, token: &str, connection: ConnectionId) -> Result<(), Refusal> {
+    /// The push's notification id when it is accepted.
+    fn check(
+        &self,
+        request: Request<Bytes>,
+        token: &str,
+        connection: ConnectionId,
+    ) -> Result<uuid::Uuid, Refusal> {
         if request.method() != Method::POST {
             return Err(refuse(405, "MethodNotAllowed"));
         }
@@ -341,6 +368,11 @@ impl Apns {
         if token.len() != 64 || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(refuse(400, "BadDeviceToken"));
         }
+        let notification_id = payload
+            .notification_id
+            .and_then(|raw| serde_json::from_str::<Cow<'_, str>>(raw.get()).ok())
+            .and_then(|id| uuid::Uuid::parse_str(&id).ok())
+            .ok_or_else(|| refuse(400, MISSING_NOTIFICATION_ID))?;
         match self.state.faults.judge(token) {
             Verdict::Serve => {
                 if self.state.keeps() {
@@ -351,7 +383,7 @@ impl Apns {
                         body,
                     });
                 }
-                Ok(())
+                Ok(notification_id)
             }
             Verdict::Dead => Err(refuse(410, "Unregistered")),
             Verdict::Invalid => Err(refuse(400, "BadDeviceToken")),

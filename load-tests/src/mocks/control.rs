@@ -1,11 +1,12 @@
 //! The control API every mock serves on its own plain-HTTP port:
 //!
-//! - `GET /stats` — totals, per-status counts, duplicates, latency ([`Stats`]);
+//! - `GET /stats` — totals, per-status counts, duplicates, latency, and
+//!   what the phones behind the mock reported when receipts are on ([`Stats`]);
 //! - `POST /lookup` `{"tokens": [...]}` — per-token push counts;
 //! - `GET` / `PUT /faults` — the fault settings ([`FaultConfig`]);
 //! - `GET /sample` — the body of the last accepted push;
 //! - `GET /received` — the last accepted pushes (token, path, headers, body);
-//! - `POST /reset` — forget the counts and clear the faults.
+//! - `POST /reset` — forget the counts (and pending receipts) and clear the faults.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,8 +18,9 @@ use hyper::{Method, Request, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::accounting::Accounting;
+use super::accounting::{Accounting, Stats};
 use super::faults::{FaultConfig, Faults};
+use super::phones::{Phones, ReceiptStats, ReceiptsConfig};
 use super::server::{Listener, empty_response, json_response, serve_plain};
 
 /// Largest control request body (a long list of tokens).
@@ -73,15 +75,39 @@ pub struct MockState {
     /// Whether accepted pushes are kept (tests read them; benchmarks turn
     /// it off: it costs the mock about a tenth of its CPU per push).
     keeping: std::sync::atomic::AtomicBool,
+    /// The phones behind the mock, when they report receipts.
+    phones: Option<Phones>,
 }
 
 impl MockState {
-    fn new() -> Self {
+    fn new(phones: Option<Phones>) -> Self {
         Self {
             accounting: Accounting::new(),
             faults: Faults::new(),
             received: std::sync::Mutex::new(std::collections::VecDeque::with_capacity(RECEIVED_KEPT)),
             keeping: std::sync::atomic::AtomicBool::new(true),
+            phones,
+        }
+    }
+
+    /// The mock accepted (answered 200) a push of `notification_id` to
+    /// `token`: its phone reports it, when receipts are on.
+    pub fn phones_accepted(&self, notification_id: uuid::Uuid, token: &str) {
+        if let Some(phones) = &self.phones {
+            phones.accepted(notification_id, token);
+        }
+    }
+
+    /// What the phones reported, when receipts are on.
+    pub fn receipts(&self) -> Option<ReceiptStats> {
+        self.phones.as_ref().map(Phones::stats)
+    }
+
+    /// The counters with the phones' receipts.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            receipts: self.receipts(),
+            ..self.accounting.stats()
         }
     }
 
@@ -127,9 +153,14 @@ impl MockState {
     }
 }
 
-/// Fresh counters and faults, and the control API serving them on `addr`.
-pub async fn start(addr: SocketAddr) -> std::io::Result<(Arc<MockState>, Listener)> {
-    let state = Arc::new(MockState::new());
+/// Fresh counters and faults, the phones when `receipts` are on, and the
+/// control API serving them on `addr`.
+pub async fn start(
+    addr: SocketAddr,
+    receipts: Option<ReceiptsConfig>,
+) -> anyhow::Result<(Arc<MockState>, Listener)> {
+    let phones = receipts.map(Phones::start).transpose()?;
+    let state = Arc::new(MockState::new(phones));
     let served = state.clone();
     let listener = serve_plain(addr, move |request| handle(served.clone(), request)).await?;
     Ok((state, listener))
@@ -139,7 +170,7 @@ async fn handle(state: Arc<MockState>, request: Request<Incoming>) -> Response<B
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     match (method, path.as_str()) {
-        (Method::GET, "/stats") => json_response(200, &json!(state.accounting.stats())),
+        (Method::GET, "/stats") => json_response(200, &json!(state.stats())),
         (Method::GET, "/faults") => json_response(200, &json!(state.faults.get())),
         (Method::GET, "/sample") => json_response(200, &json!({"body": state.sample()})),
         (Method::GET, "/received") => {
@@ -159,6 +190,9 @@ async fn handle(state: Arc<MockState>, request: Request<Incoming>) -> Response<B
         },
         (Method::POST, "/reset") => {
             state.accounting.reset();
+            if let Some(phones) = &state.phones {
+                phones.reset();
+            }
             state.faults.set(FaultConfig::default());
             state.kept().clear();
             empty_response(204)

@@ -15,6 +15,12 @@
 //!   `notification_count`, `notification_priority`), `data` with string
 //!   values); answers `{"name": ...}` or Google's error
 //!   JSON with `error.details[].errorCode`.
+//!
+//! Beyond Google's rules, it holds Clarion to its own contract: every
+//! message carries `data.notification_id` (a UUID), or it is refused with
+//! 400 `INVALID_ARGUMENT` naming that field. With receipts on
+//! ([`FcmMockConfig::receipts`]) the phones behind it report the messages
+//! it accepted (see [`super::phones`]).
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -36,6 +42,7 @@ use serde_json::{Value, json};
 
 use super::control::{self, MockState, Received};
 use super::faults::{Verdict, impostor_page};
+use super::phones::ReceiptsConfig;
 use super::server::{Listener, MAX_REQUEST_BODY, Protocols, json_response, serve_tls};
 use super::tls::TestPki;
 use super::{unix_ms, unix_s};
@@ -47,6 +54,11 @@ const MAX_PAYLOAD: usize = 4000;
 /// Longest assertion lifetime Google accepts.
 const MAX_ASSERTION_LIFETIME_S: u64 = 3600;
 const CLOCK_SKEW_S: u64 = 60;
+/// The `data` key every Clarion message carries.
+const NOTIFICATION_ID: &str = clarion_proto::payload::NOTIFICATION_ID_KEY;
+/// The mock's refusal of a message without a UUID `data.notification_id`
+/// (Clarion's contract, not Google's rule).
+pub const MISSING_NOTIFICATION_ID: &str = "Invalid value at 'message.data.notification_id': a Clarion message carries its notification's id (a UUID)";
 
 #[derive(Debug, Clone)]
 pub struct FcmMockConfig {
@@ -62,6 +74,8 @@ pub struct FcmMockConfig {
     /// `token_addr` (a proxy in front of it): the token URI written into
     /// the service account, and the audience assertions must name.
     pub public_token_addr: Option<SocketAddr>,
+    /// The phones behind the mock post receipts when set.
+    pub receipts: Option<ReceiptsConfig>,
 }
 
 impl FcmMockConfig {
@@ -74,6 +88,7 @@ impl FcmMockConfig {
             project_id: "clarion-news".into(),
             token_lifetime: Duration::from_secs(3600),
             public_token_addr: None,
+            receipts: None,
         }
     }
 }
@@ -104,7 +119,7 @@ impl FcmMock {
         let key = KeyPair::generate_for(&PKCS_RSA_SHA256).context("generating the service-account key")?;
         let client_email = format!("clarion-mock@{}.iam.gserviceaccount.com", config.project_id);
 
-        let (state, control) = control::start(config.control_addr)
+        let (state, control) = control::start(config.control_addr, config.receipts)
             .await
             .context("binding the mock's control API")?;
         let token_listener = {
@@ -377,7 +392,10 @@ impl Fcm {
         let status = outcome.as_ref().map_or_else(|err| err.code, |_| 200);
         self.state.accounting.record(&token, status, started.elapsed());
         match outcome {
-            Ok(name) => json_response(200, &Sent { name: &name }),
+            Ok((name, notification_id)) => {
+                self.state.phones_accepted(notification_id, &token);
+                json_response(200, &Sent { name: &name })
+            }
             Err(err) => {
                 let mut error = json!({"code": err.code, "message": err.message, "status": err.status});
                 if let Some(code) = err.error_code {
@@ -400,8 +418,9 @@ impl Fcm {
         }
     }
 
-    /// The token the request was for (empty when unreadable) and its outcome.
-    fn check(&self, request: Request<Bytes>) -> (String, Result<String, GoogleError>) {
+    /// The token the request was for (empty when unreadable) and its
+    /// outcome: the message's name and notification id when accepted.
+    fn check(&self, request: Request<Bytes>) -> (String, Result<(String, uuid::Uuid), GoogleError>) {
         let path = request.uri().path();
         if request.method() != Method::POST
             || !path.starts_with("/v1/projects/")
@@ -455,7 +474,7 @@ impl Fcm {
         let token = message.token.as_deref().unwrap_or_default().to_owned();
         let outcome = self
             .check_message(&message, &token)
-            .and_then(|()| self.judge(&token));
+            .and_then(|id| self.judge(&token).map(|name| (name, id)));
         if outcome.is_ok() && self.state.keeps() {
             self.state.keep(Received {
                 token: token.clone(),
@@ -467,7 +486,8 @@ impl Fcm {
         (token, outcome)
     }
 
-    fn check_message(&self, message: &Message, token: &str) -> Result<(), GoogleError> {
+    /// The message's notification id when the message is well formed.
+    fn check_message(&self, message: &Message, token: &str) -> Result<uuid::Uuid, GoogleError> {
         if token.is_empty() {
             return Err(invalid_argument("Recipient of the message is not set."));
         }
@@ -482,13 +502,17 @@ impl Fcm {
                 }
             }
         }
+        let mut notification_id = None;
         if let Some(data) = message.data {
-            let all_strings = fields(data).is_some_and(|map| map.values().all(|v| is_string(v)));
-            if !all_strings {
+            let Some(data) = fields(data).filter(|map| map.values().all(|v| is_string(v))) else {
                 return Err(invalid_argument(
                     "Invalid value at 'message.data': values must be strings",
                 ));
-            }
+            };
+            notification_id = data
+                .get(NOTIFICATION_ID)
+                .and_then(|raw| string(raw))
+                .and_then(|id| uuid::Uuid::parse_str(&id).ok());
         }
         if let Some(android) = &message.android {
             if let Some(priority) = android.priority {
@@ -528,7 +552,7 @@ impl Fcm {
                 "The registration token is not a valid FCM registration token",
             ));
         }
-        Ok(())
+        notification_id.ok_or_else(|| invalid_argument(MISSING_NOTIFICATION_ID))
     }
 
     fn judge(&self, token: &str) -> Result<String, GoogleError> {

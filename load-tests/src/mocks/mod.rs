@@ -2,7 +2,8 @@
 //! provider-token JWTs, OAuth2 service-account assertions, Apple's and
 //! Google's error bodies), with fault injection and per-token accounting
 //! behind a small control API. They stand in for Apple and Google in the
-//! tests, the demo and the benchmark; nothing else is mocked.
+//! tests, the demo and the benchmark; nothing else is mocked. With receipts
+//! on, the phones behind them report what they got to Clarion ([`phones`]).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -12,6 +13,7 @@ pub mod control;
 pub mod faults;
 pub mod fcm;
 pub mod own_thread;
+pub mod phones;
 pub mod server;
 pub mod tls;
 
@@ -21,6 +23,7 @@ pub use control::Received;
 pub use faults::FaultConfig;
 pub use fcm::{FcmMock, FcmMockConfig};
 pub use own_thread::{OnOwnThread, start_on_own_thread};
+pub use phones::{ReceiptStats, ReceiptsArgs, ReceiptsConfig};
 
 /// Seconds since the Unix epoch.
 pub(crate) fn unix_s() -> u64 {
