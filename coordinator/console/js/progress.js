@@ -10,6 +10,9 @@ import { $, confirmDialog, el, formatCount, formatMs, formatTime, formatVerdict,
 const POLL_MS = 1000;
 const FINISHED = ['complete', 'failed', 'cancelled'];
 const TWO_MINUTES = 120;
+// How long after the send a finished notification's page keeps polling
+// for the phones' receipts.
+const RECEIPTS_FOLLOW_MS = 10 * 60 * 1000;
 
 export function showProgress(main, id) {
   main.replaceChildren(fromTemplate('tpl-progress'));
@@ -26,7 +29,10 @@ export function showProgress(main, id) {
       if (stopped) return;
       render(status);
       chart = drawCurve(chart, curve);
-      if (FINISHED.includes(status.status)) return; // nothing will change
+      // Once finished, only the phones' receipts still move the figures:
+      // they trickle in for minutes after the send.
+      const sentMs = Date.parse(status.fired_at ?? status.created_at);
+      if (FINISHED.includes(status.status) && (!status.device || Date.now() - sentMs > RECEIPTS_FOLLOW_MS)) return;
     } catch (err) {
       if (stopped) return;
       setText('#status', `unknown (${err.message})`);
