@@ -148,7 +148,7 @@ async fn receipts_acknowledged_before_a_kill_9_are_all_stored() {
         .iter()
         .map(|row| row.get(0))
         .collect();
-    let acknowledged = acknowledged.lock().unwrap();
+    let acknowledged = std::mem::take(&mut *acknowledged.lock().unwrap());
     let lost_before_kill = acknowledged.before_kill.difference(&stored).count();
     let lost_after_kill = acknowledged.after_kill.difference(&stored).count();
     let aggregate: i64 = client

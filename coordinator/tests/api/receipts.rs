@@ -375,3 +375,57 @@ async fn while_postgresql_refuses_connections_receipts_get_503_and_the_retry_cou
     assert_eq!(counted(&app, &body).await["duplicates"], 1);
     app.stop().await;
 }
+
+#[actix_web::test]
+async fn hygiene_removes_the_per_device_rows_and_the_status_keeps_the_device_figures() {
+    use clarion_coordinator::hygiene::{HygienePlan, Outcome, run};
+    let app = TestCoordinator::start_with(&["--hygiene-interval-secs=0"]).await;
+    let (a, b) = (ios_token(1), ios_token(2));
+    register(&app, &a, "breaking/uk", true).await;
+    register(&app, &b, "breaking/uk", true).await;
+    let id = send(&app, "breaking/uk").await;
+    let body = json!({"receipts": [receipt(id, &a, "received"), receipt(id, &b, "opened")]});
+    assert_eq!(counted(&app, &body).await["accepted"], 2);
+    settled_status(&app, id, false).await;
+    // Finished and idle for longer than the retention of 30 days.
+    let sql = app.sql().await;
+    sql.execute(
+        "UPDATE notifications SET status = 'complete', completed_at = now(),
+                updated_at = now() - interval '40 days' WHERE id = $1",
+        &[&id],
+    )
+    .await
+    .unwrap();
+    let plan = HygienePlan {
+        registration_max_age: None,
+        detail_retention: Some(Duration::from_secs(30 * 86_400)),
+        batch: 100,
+        budget: Duration::from_secs(120),
+    };
+    let mut cursor = 0;
+    assert!(matches!(
+        run(&sql, &plan, &mut cursor).await.unwrap(),
+        Outcome::Ran(_)
+    ));
+    let rows: i64 = sql
+        .query_one(
+            "SELECT count(*) FROM device_receipts WHERE notification_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 0, "per-device receipts go with the details");
+    let device = status_of(&app, id).await["device"].clone();
+    assert_eq!(device["reporting"], 2, "{device}");
+    assert_eq!(device["received"], 2);
+    assert_eq!(device["opened"], 1);
+    assert_eq!(device["buckets"]["30"], 2);
+    // Its details gone, a receipt for it is ignored.
+    let late = json!({"receipts": [receipt(id, &a, "opened")]});
+    assert_eq!(
+        counted(&app, &late).await,
+        json!({"accepted": 0, "duplicates": 0, "ignored": 1})
+    );
+    app.stop().await;
+}
