@@ -191,6 +191,13 @@ pub fn state_limits(doc: &mut Value, max_topics_per_device: u32) {
         &format!("{register}/environment"),
         json!({"enum": ["production", "sandbox", null]}),
     );
+    let mut receipt_token = token();
+    receipt_token["description"] = json!(token_description());
+    merge(
+        doc,
+        "/components/schemas/ReceiptItem/properties/token",
+        receipt_token,
+    );
 }
 
 /// An alert needs a `body`; a background push takes none of the fields that

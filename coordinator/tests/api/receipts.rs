@@ -315,6 +315,15 @@ async fn refusals_name_the_field_and_more_than_five_hundred_is_too_large() {
         .await
         .unwrap();
     expect_problem(not_json, StatusCode::BAD_REQUEST, "malformed-request").await;
+    // The document states the token rule, so schemathesis sends good ones.
+    let doc: Value = app
+        .get("/api/v1/openapi.json", SEND_KEY)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let token_rule = &doc["components"]["schemas"]["ReceiptItem"]["properties"]["token"];
+    assert!(token_rule["pattern"].is_string(), "{token_rule}");
     let wrong_scope = app
         .request(Method::POST, "/api/v1/receipts", Some(SEND_KEY))
         .json(&json!({"receipts": [receipt(id, &token, "received")]}))
