@@ -70,8 +70,9 @@ pub struct ReceiptsAccepted {
     /// Already counted before (a retry, or twice in this request).
     pub duplicates: u64,
     /// Not counted and never will be: unknown notification (or a dry run,
-    /// or one whose details are past the retention), a device outside its
-    /// audience, or a registration without `receipts: true`. Do not retry.
+    /// or one whose details are past the retention, or of an app the key's
+    /// `apps` rule leaves out), a device outside its audience, or a
+    /// registration without `receipts: true`. Do not retry.
     pub ignored: u64,
 }
 
@@ -141,7 +142,8 @@ pub async fn post_receipts(
     let write = async {
         let mut conn = state.pool.get().await.map_err(DbError::from)?;
         let tx = conn.transaction().await?;
-        let outcome = record(&tx, &receipts, now, cutoff, slot).await?;
+        let may_use_app = |app: &str| caller.check_app(app).is_ok();
+        let outcome = record(&tx, &receipts, now, cutoff, slot, &may_use_app).await?;
         tx.commit().await?;
         Ok::<_, StoreError>(outcome)
     };

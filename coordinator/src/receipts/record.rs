@@ -55,14 +55,17 @@ pub fn clamp(at: Option<DateTime<Utc>>, sent_at: DateTime<Utc>, now: DateTime<Ut
 }
 
 /// Records `receipts` arrived at `now`; `cutoff` is the detail retention's
-/// (receipts of notifications sent before it are ignored). Commits nothing:
-/// the caller commits `tx`.
+/// (receipts of notifications sent before it are ignored), `may_use_app`
+/// says whether the caller's key may speak for a notification's app (the
+/// receipts of other apps are ignored). Commits nothing: the caller commits
+/// `tx`.
 pub async fn record(
     tx: &Transaction<'_>,
     receipts: &[Receipt],
     now: DateTime<Utc>,
     cutoff: Option<DateTime<Utc>>,
     slot: i16,
+    may_use_app: &(dyn Fn(&str) -> bool + Sync),
 ) -> Result<Outcome, StoreError> {
     let mut by_notification: BTreeMap<Uuid, Vec<&Receipt>> = BTreeMap::new();
     for receipt in receipts {
@@ -76,7 +79,7 @@ pub async fn record(
     let mut outcome = Outcome::default();
     // In id order, so concurrent requests lock aggregate rows in one order.
     for (id, receipts) in by_notification {
-        match targets.get(&id) {
+        match targets.get(&id).filter(|target| may_use_app(&target.app)) {
             Some(target) => record_for(tx, target, &receipts, now, slot, &mut outcome).await?,
             None => receipts.iter().for_each(|r| outcome.tally(r.event, 2)),
         }
