@@ -438,3 +438,58 @@ async fn hygiene_removes_the_per_device_rows_and_the_status_keeps_the_device_fig
     );
     app.stop().await;
 }
+
+#[actix_web::test]
+async fn a_key_limited_to_other_apps_cannot_count_receipts() {
+    let dir = std::env::temp_dir().join(format!("clarion-receipts-keys-{}", Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let keys = dir.join("keys.toml");
+    std::fs::write(
+        &keys,
+        "[keys.desk]\nkey = \"desk-s3cret\"\nscopes = [\"send\", \"register\"]\n\
+         [keys.puzzles]\nkey = \"puzzles-s3cret\"\nscopes = [\"register\"]\napps = [\"puzzles\"]\n",
+    )
+    .unwrap();
+    let apps = dir.join("apps.toml");
+    std::fs::write(
+        &apps,
+        "[apps.puzzles]\nfcm_credentials_file = \"/nowhere/sa.json\"\n",
+    )
+    .unwrap();
+    let app = TestCoordinator::start_keyed(vec![
+        format!("--api-keys-file={}", keys.display()),
+        format!("--apps-file={}", apps.display()),
+    ])
+    .await;
+    let token = ios_token(1);
+    let registered = app
+        .request(
+            Method::PUT,
+            &format!("/api/v1/registrations/{token}"),
+            Some("desk-s3cret"),
+        )
+        .json(&json!({"platform": "ios", "topics": ["breaking/uk"], "receipts": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status(), StatusCode::OK);
+    let sent: Value = app
+        .send("desk-s3cret", &["breaking/uk"])
+        .await
+        .json()
+        .await
+        .unwrap();
+    let id: Uuid = sent["id"].as_str().unwrap().parse().unwrap();
+    let body = json!({"receipts": [receipt(id, &token, "received")]});
+    let post = |key: &'static str| {
+        app.request(Method::POST, "/api/v1/receipts", Some(key))
+            .json(&body)
+            .send()
+    };
+    let other_app: Value = post("puzzles-s3cret").await.unwrap().json().await.unwrap();
+    assert_eq!(other_app, json!({"accepted": 0, "duplicates": 0, "ignored": 1}));
+    let own_app: Value = post("desk-s3cret").await.unwrap().json().await.unwrap();
+    assert_eq!(own_app, json!({"accepted": 1, "duplicates": 0, "ignored": 0}));
+    app.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
