@@ -24,6 +24,7 @@ pub mod hygiene;
 pub mod metrics;
 pub mod migrations;
 pub mod progress;
+pub mod receipts;
 pub mod release;
 pub mod send;
 pub mod stop;
@@ -114,6 +115,8 @@ pub struct Coordinator {
     hygiene: Addr<Hygiene>,
     /// Re-reads the API keys file, when the keys come from one.
     keys_file_watch: Option<tokio::task::JoinHandle<()>>,
+    /// Counts reporting audiences and stores device-side verdicts.
+    receipts_settler: tokio::task::JoinHandle<()>,
     readiness: Readiness,
     grace: Duration,
 }
@@ -142,6 +145,7 @@ impl Coordinator {
         let _ = self.relay.send(Stop).await;
         let _ = self.watchdog.send(Stop).await;
         let _ = self.hygiene.send(Stop).await;
+        self.receipts_settler.abort();
         if let Some(watch) = &self.keys_file_watch {
             watch.abort();
         }
@@ -159,6 +163,7 @@ impl Coordinator {
 /// Migrates the database, starts the actors and the HTTP server.
 pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
     metrics::declare();
+    receipts::observe::declare();
     let apps = Arc::new(AppsFile::open(settings.apps_file.as_deref()).map_err(StartError::Apps)?);
     let (keys, keys_file) = match settings.initial_keys().map_err(StartError::ApiKeys)? {
         InitialKeys::Listed(keys) => (keys, None),
@@ -260,6 +265,12 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         ),
         apps,
     });
+    let receipts_state = web::Data::new(receipts::ReceiptsState::new(
+        pool.clone(),
+        settings.database.pool_size,
+        settings.hygiene.plan().detail_retention,
+    ));
+    let receipts_settler = receipts::settle::spawn(pool.clone());
     let console = web::Data::new(console::Console {
         pool: pool.clone(),
         settings: settings.console.clone(),
@@ -286,6 +297,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
             .app_data(state.clone())
             .app_data(keys.clone())
             .app_data(console.clone())
+            .app_data(receipts_state.clone())
             .app_data(health.clone())
             .wrap(actix_web::middleware::from_fn(api::audit::audit_admin_use))
             .wrap(actix_web::middleware::from_fn(api::middleware::observe))
@@ -320,6 +332,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         watchdog,
         hygiene,
         keys_file_watch,
+        receipts_settler,
         readiness,
         grace: settings.shutdown.grace(),
     })

@@ -243,6 +243,35 @@ pub const HYGIENE_LAST_RUN_DURATION: GaugeVec<0> = GaugeVec::new(
     [],
 );
 
+// Device receipts.
+
+/// Receipts by event (`received`, `opened`) and outcome (`accepted`,
+/// `duplicate`, `ignored`), counted once per request.
+pub const RECEIPTS: CounterVec<2> = CounterVec::new(
+    "clarion_receipts_total",
+    "Device receipts by event (received, opened) and outcome (accepted, duplicate, ignored)",
+    ["event", "outcome"],
+);
+
+/// The outcomes of [`RECEIPTS`].
+pub const RECEIPT_OUTCOMES: [&str; 3] = ["accepted", "duplicate", "ignored"];
+
+/// Seconds from the send to the (clamped) receipt time of each counted
+/// receipt, by event.
+pub const RECEIPT_DELAY: HistogramVec<1> = HistogramVec::new(
+    "clarion_receipts_delay_seconds",
+    "Seconds from the send to each counted device receipt, by event",
+    ["event"],
+);
+
+/// Receipt requests turned away with 503 because the receipt writes in
+/// flight were at their bound.
+pub const RECEIPTS_SHED: CounterVec<0> = CounterVec::new(
+    "clarion_receipts_shed_requests_total",
+    "Receipt requests answered 503: writes in flight at their bound",
+    [],
+);
+
 /// Gives the recorder every metric's help text, and starts at zero the
 /// counters worth an alert, instead of letting them appear with their
 /// first event (an alert on `rate()` needs a series). Called once at start.
@@ -259,6 +288,7 @@ pub fn declare() {
         &NOTIFICATIONS_STALLED,
         &HYGIENE_REGISTRATIONS_PURGED,
         &HYGIENE_NOTIFICATIONS_TRIMMED,
+        &RECEIPTS_SHED,
     ] {
         counter.describe();
     }
@@ -273,6 +303,8 @@ pub fn declare() {
         counter.describe();
     }
     API_REQUESTS.describe();
+    RECEIPTS.describe();
+    RECEIPT_DELAY.describe();
     NOTIFICATIONS.describe();
     REPORTS.describe();
     for gauge in [

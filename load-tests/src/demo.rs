@@ -24,8 +24,8 @@ use crate::local_cluster::{
     ADMIN_KEY, APP_KEY, DESK_KEY, LocalCluster, LocalClusterConfig, delete_namespace,
 };
 use crate::mocks::{
-    ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, OnOwnThread, apps_file_table,
-    start_on_own_thread,
+    ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, OnOwnThread, ReceiptsConfig,
+    apps_file_table, start_on_own_thread,
 };
 use crate::seed::{SeedPlan, app_id, connect, prepare_database, seed};
 
@@ -141,7 +141,23 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         seeded.elapsed.as_secs_f64()
     );
 
-    let mocks = AppMocks::start(&log_dir.join("mock-credentials"), args.apps, args.mock_latency_ms).await?;
+    // Every seeded device reports receipts: the phones behind the mocks post
+    // them to the coordinator (its address is chosen now for that), and the
+    // report shows what the phones received beside what Apple and Google
+    // accepted.
+    client
+        .execute("UPDATE registrations SET receipts = true WHERE NOT receipts", &[])
+        .await
+        .context("marking the registrations as reporting receipts")?;
+    let coordinator_addr = format!("127.0.0.1:{}", crate::process::free_port()?);
+    let receipts = ReceiptsConfig::new(format!("http://{coordinator_addr}/api/v1/receipts"), APP_KEY);
+    let mocks = AppMocks::start(
+        &log_dir.join("mock-credentials"),
+        args.apps,
+        args.mock_latency_ms,
+        receipts,
+    )
+    .await?;
     for (app, app_mocks) in mocks.apps.iter().enumerate() {
         println!(
             "{}: mock APNs on {} (production and sandbox) and mock FCM on {}",
@@ -157,7 +173,11 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         amqp_url: args.amqp_url.clone(),
         namespace: namespace.clone(),
         harvesters: 1,
-        coordinator_env: mocks.coordinator_env(),
+        coordinator_env: [
+            mocks.coordinator_env(),
+            vec![("CLARION_HTTP_ADDR".into(), coordinator_addr)],
+        ]
+        .concat(),
         harvester_env: Vec::new(),
         dispatcher_env: mocks.dispatcher_env(),
         log_dir: log_dir.clone(),
@@ -312,9 +332,33 @@ async fn send_and_follow(cluster: &LocalCluster, args: &DemoArgs, mocks: &AppMoc
     }
     for ((app, _, _), (status, app_mocks)) in following.iter().zip(finished.iter().flatten().zip(&mocks.apps))
     {
-        report(app, status, app_mocks);
+        let status = with_device_figures(cluster, status).await;
+        report(app, &status, app_mocks);
     }
     Ok(())
+}
+
+/// The status once the phones' receipts reached 90% of the reporting
+/// audience, or after [`RECEIPTS_PATIENCE`] (phones in a real audience
+/// trickle in for minutes; the demo waits this long at most).
+async fn with_device_figures(cluster: &LocalCluster, status: &Value) -> Value {
+    const RECEIPTS_PATIENCE: Duration = Duration::from_secs(30);
+    let started = Instant::now();
+    let path = format!(
+        "/api/v1/notifications/{}",
+        status["id"].as_str().unwrap_or_default()
+    );
+    let mut latest = status.clone();
+    while started.elapsed() < RECEIPTS_PATIENCE {
+        if let Ok(fresh) = cluster.get(&path).await {
+            latest = fresh;
+        }
+        if !latest["device"]["t90_ms"].is_null() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    latest
 }
 
 /// Pushes with an outcome so far.
@@ -387,7 +431,37 @@ fn report(app: &str, status: &Value, mocks: &Mocks) {
         Some(false) => "NO",
         None => "not decided",
     };
-    println!("  90in2               {verdict}");
+    let device = &status["device"];
+    let device_seconds = |field: &str| {
+        device[field]
+            .as_u64()
+            .map_or("–".to_owned(), |ms| format!("{:.1} s", ms as f64 / 1000.0))
+    };
+    // Decided at two minutes; a t90 within them already says yes (those
+    // receipts arrived before the two minutes are up).
+    let device_verdict = match (device["ninety_in_two"].as_bool(), device["t90_ms"].as_u64()) {
+        (Some(true), _) => "yes".to_owned(),
+        (Some(false), _) => "NO".to_owned(),
+        (None, Some(t90)) if t90 <= 120_000 => "yes (fixed at two minutes)".to_owned(),
+        (None, _) => "not decided (fixed two minutes after the send)".to_owned(),
+    };
+    println!(
+        "  received on phones  {} of {} reporting ({}%), opened {} ({}%)",
+        device["received"],
+        device["reporting"],
+        device["received_percent"],
+        device["opened"],
+        device["opened_percent"]
+    );
+    println!(
+        "  t50 / t90 / t99     {} / {} / {}  (phones' receipts, from the send request)",
+        device_seconds("t50_ms"),
+        device_seconds("t90_ms"),
+        device_seconds("t99_ms")
+    );
+    println!(
+        "  90in2               {verdict} accepted by Apple/Google · {device_verdict} received on phones"
+    );
 }
 
 /// Both mocks, their shared CA file, and the faults of a realistic audience.
@@ -407,14 +481,14 @@ struct AppMocks {
 }
 
 impl AppMocks {
-    async fn start(dir: &Path, apps: u32, latency_ms: f64) -> Result<Self> {
+    async fn start(dir: &Path, apps: u32, latency_ms: f64, receipts: ReceiptsConfig) -> Result<Self> {
         let mut started = Vec::new();
         let mut table = String::new();
         let mut bundle = String::new();
         for app in 0..apps {
             let app_dir = dir.join(app_id(app));
             std::fs::create_dir_all(&app_dir)?;
-            let mocks = Mocks::start(&app_dir, app, latency_ms).await?;
+            let mocks = Mocks::start(&app_dir, app, latency_ms, receipts.clone()).await?;
             if app > 0 {
                 table.push_str(&apps_file_table(&app_id(app), &mocks.apns, &mocks.fcm));
             }
@@ -453,11 +527,14 @@ impl AppMocks {
 impl Mocks {
     /// The mocks of the `app`th app (another bundle id, key and project
     /// for each).
-    async fn start(dir: &Path, app: u32, latency_ms: f64) -> Result<Self> {
+    async fn start(dir: &Path, app: u32, latency_ms: f64, receipts: ReceiptsConfig) -> Result<Self> {
         // Each on a thread of its own, as in the benchmark: the stand-ins
         // for Apple and Google should take as little of the machine as
         // they can.
-        let local = ApnsMockConfig::local(dir.to_path_buf());
+        let local = ApnsMockConfig {
+            receipts: Some(receipts.clone()),
+            ..ApnsMockConfig::local(dir.to_path_buf())
+        };
         let apns_config = match app {
             0 => local,
             n => ApnsMockConfig {
@@ -467,7 +544,10 @@ impl Mocks {
             },
         };
         let apns = start_on_own_thread("mock-apns", || ApnsMock::start(apns_config)).await?;
-        let local = FcmMockConfig::local(dir.to_path_buf());
+        let local = FcmMockConfig {
+            receipts: Some(receipts),
+            ..FcmMockConfig::local(dir.to_path_buf())
+        };
         let fcm_config = match app {
             0 => local,
             n => FcmMockConfig {

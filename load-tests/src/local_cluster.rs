@@ -90,7 +90,16 @@ impl LocalCluster {
         let common = common_env(config);
         let http = Client::new();
 
-        let addr = format!("127.0.0.1:{}", free_port()?);
+        // A caller that must know the address first (the demo's phones post
+        // receipts to it) names it in the coordinator's settings.
+        let addr = match config
+            .coordinator_env
+            .iter()
+            .find(|(name, _)| name == "CLARION_HTTP_ADDR")
+        {
+            Some((_, addr)) => addr.clone(),
+            None => format!("127.0.0.1:{}", free_port()?),
+        };
         let mut env = common.clone();
         env.push(("CLARION_HTTP_ADDR".into(), addr.clone()));
         // The cluster's named keys, unless the caller gives the keys.

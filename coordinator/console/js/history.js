@@ -57,6 +57,8 @@ export function showHistory(main) {
     tr.append(el('td', `${item.delivered_percent_of_reachable}%`));
     tr.append(el('td', formatMs(item.t90_ms)));
     tr.append(el('td', formatVerdict(item.ninety_in_two)));
+    tr.append(el('td', formatVerdict(item.device_ninety_in_two), { class: 'device-verdict' }));
+    tr.append(el('td', item.opened_percent == null ? '–' : `${item.opened_percent}%`, { class: 'open-rate' }));
     const actions = el('td');
     if (item.status === 'scheduled') {
       actions.append(el('a', 'Edit', { href: `#/compose?edit=${item.id}`, class: 'edit-link' }), ' ');

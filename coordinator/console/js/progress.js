@@ -1,6 +1,7 @@
 // A notification's live progress: status, per-platform counts, the
-// delivery curve (uPlot) with the 90% and two-minute lines, t50/t90/t99,
-// the 90in2 verdict, cleanup, a trace link and Cancel. Polls the status
+// delivery curves (uPlot: accepted by Apple/Google, received on phones,
+// opened) with the 90% and two-minute lines, t50/t90/t99, the provider-
+// and device-side 90in2 verdicts, cleanup, a trace link and Cancel. Polls the status
 // and the curve every second (ETags make an unchanged answer a 304).
 
 import { api, currentSession } from './api.js';
@@ -11,6 +12,10 @@ const FINISHED = ['complete', 'failed', 'cancelled'];
 const TWO_MINUTES = 120;
 // How a platform's name reads in the table; any other shows as named.
 const PLATFORM_LABELS = { ios: 'iOS', android: 'Android' };
+
+// How long after the send a finished notification's page keeps polling
+// for the phones' receipts.
+const RECEIPTS_FOLLOW_MS = 10 * 60 * 1000;
 
 export function showProgress(main, id) {
   main.replaceChildren(fromTemplate('tpl-progress'));
@@ -27,7 +32,10 @@ export function showProgress(main, id) {
       if (stopped) return;
       render(status);
       chart = drawCurve(chart, curve);
-      if (FINISHED.includes(status.status)) return; // nothing will change
+      // Once finished, only the phones' receipts still move the figures:
+      // they trickle in for minutes after the send.
+      const sentMs = Date.parse(status.fired_at ?? status.created_at);
+      if (FINISHED.includes(status.status) && (!status.device || Date.now() - sentMs > RECEIPTS_FOLLOW_MS)) return;
     } catch (err) {
       if (stopped) return;
       setText('#status', `unknown (${err.message})`);
@@ -50,6 +58,11 @@ export function showProgress(main, id) {
     setText('#t90', formatMs(status.timings.t90_ms));
     setText('#t99', formatMs(status.timings.t99_ms));
     setText('#verdict', formatVerdict(status.ninety_in_two));
+    const device = status.device;
+    setText('#device-received', device ? `${device.received_percent}% of ${formatCount(device.reporting)} reporting` : '–');
+    setText('#device-opened', device ? `${device.opened_percent}%` : '–');
+    setText('#device-t90', formatMs(device?.t90_ms ?? null));
+    setText('#device-verdict', formatVerdict(device?.ninety_in_two ?? null));
     renderPlatforms(status);
     const cleanup = status.cleanup;
     let cleanupText = `${formatCount(cleanup.registrations_deleted)} registrations deleted; invalid tokens ${cleanup.invalid_tokens}`;
@@ -120,14 +133,42 @@ function whenOf(status) {
   return `sent ${formatTime(status.fired_at ?? status.created_at)}`;
 }
 
-/** Draws (or updates) the curve: share in percent against seconds. */
-function drawCurve(chart, curve) {
+/** The curves' series: what each plots and how. */
+const SERIES = [
+  { key: 'accepted', label: 'accepted by Apple/Google', stroke: '#1565c0', fill: 'rgba(21,101,192,0.1)' },
+  { key: 'received', label: 'received on phones', stroke: '#2e7d32' },
+  { key: 'opened', label: 'opened', stroke: '#ef6c00' },
+];
+
+/**
+ * The three curves on one x axis: every second any of them has a point at;
+ * each cumulative curve keeps its last share until its own last point, and
+ * has no value beyond it.
+ */
+export function alignCurves(curves) {
+  const xs = new Set([0]);
+  for (const { key } of SERIES) for (const [s] of curves[key] ?? []) xs.add(s);
+  const seconds = [...xs].sort((a, b) => a - b);
+  const columns = SERIES.map(({ key }) => {
+    const points = curves[key] ?? [];
+    const last = points.length ? points[points.length - 1][0] : -1;
+    let i = 0;
+    let share = 0;
+    return seconds.map((x) => {
+      while (i < points.length && points[i][0] <= x) { share = points[i][1]; i += 1; }
+      return x <= last || x === 0 ? share * 100 : null;
+    });
+  });
+  return [seconds, ...columns];
+}
+
+/** Draws (or updates) the curves: share in percent against seconds. */
+function drawCurve(chart, curves) {
   const box = $('#curve');
   if (!box || typeof uPlot === 'undefined') return chart;
-  const seconds = [0, ...curve.map(([s]) => s)];
-  const percent = [0, ...curve.map(([, share]) => share * 100)];
-  box.dataset.points = String(curve.length);
-  const data = [seconds, percent];
+  for (const { key } of SERIES) box.dataset[`${key}Points`] = String((curves[key] ?? []).length);
+  box.dataset.points = String((curves.accepted ?? []).length);
+  const data = alignCurves(curves);
   if (chart) {
     chart.setData(data);
     return chart;
@@ -138,9 +179,9 @@ function drawCurve(chart, curve) {
     width,
     height: 260,
     scales: { x: { time: false, range: (u, min, max) => [0, Math.max(max, 10)] }, y: { range: [0, 100] } },
-    axes: [{ label: 'seconds since send' }, { label: '% accepted', values: (u, ticks) => ticks.map((t) => `${t}%`) }],
-    series: [{ label: 's' }, { label: 'accepted', stroke: '#1565c0', width: 2, fill: 'rgba(21,101,192,0.1)' }],
-    legend: { show: false },
+    axes: [{ label: 'seconds since send' }, { label: '% of audience', values: (u, ticks) => ticks.map((t) => `${t}%`) }],
+    series: [{ label: 's' }, ...SERIES.map(({ label, stroke, fill }) => ({ label, stroke, width: 2, fill, spanGaps: false }))],
+    legend: { show: true },
     hooks: { draw: [drawGuides] },
   }, data, box);
 }

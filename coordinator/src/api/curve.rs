@@ -4,6 +4,8 @@
 
 use actix_web::{HttpRequest, HttpResponse, get, web};
 use clarion_runtime::db::DbError;
+use serde::Serialize;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::AppState;
@@ -34,15 +36,28 @@ pub fn curve(buckets: &[(u32, u64)], reachable: u64) -> Vec<[f64; 2]> {
         .collect()
 }
 
-/// The delivery curve so far, `[[seconds_since_send, delivered_share], …]`
-/// (share of the reachable audience, 0 to 1); empty before the first
-/// accept, and once the notification's details were removed by hygiene.
+/// The three curves of a send.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Curves {
+    /// Provider-side: `[[seconds since the send, share accepted by Apple /
+    /// Google]…]` (share of the reachable audience, 0 to 1); empty before
+    /// the first accept, and once the details were removed by hygiene.
+    pub accepted: Vec<[f64; 2]>,
+    /// Device-side: share of the reporting audience that said it received
+    /// the notification, by seconds since the send (kept after hygiene).
+    pub received: Vec<[f64; 2]>,
+    /// Device-side: share of the reporting audience that opened it.
+    pub opened: Vec<[f64; 2]>,
+}
+
+/// The delivery curves so far: accepted by Apple / Google, received on the
+/// phones and opened (`[[seconds_since_send, share], …]`, 0 to 1).
 #[utoipa::path(
     tag = "notifications",
     security(("api_key" = [])),
     params(("id" = Uuid, Path, description = "Notification id")),
     responses(
-        (status = 200, body = Vec<[f64; 2]>, headers(("ETag" = String))),
+        (status = 200, body = Curves, headers(("ETag" = String))),
         (status = 304, description = "Unchanged since the ETag sent in If-None-Match"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
@@ -64,7 +79,13 @@ pub async fn get_curve(
     let gone = stored.unregistered();
     let conn = state.pool.get().await.map_err(DbError::from)?;
     let buckets = accept_histogram(&*conn, id).await?;
-    json_with_etag(&request, &curve(&buckets, reachable(audience, gone)))
+    let (received, opened) = crate::receipts::figures::device_curves(&*conn, id).await?;
+    let curves = Curves {
+        accepted: curve(&buckets, reachable(audience, gone)),
+        received,
+        opened,
+    };
+    json_with_etag(&request, &curves)
 }
 
 #[cfg(test)]

@@ -182,6 +182,13 @@ pub fn state_limits(doc: &mut Value, max_topics_per_device: u32) {
         &format!("{register}/environment"),
         json!({"enum": ["production", "sandbox", null]}),
     );
+    let mut receipt_token = token();
+    receipt_token["description"] = json!(token_description());
+    merge(
+        doc,
+        "/components/schemas/ReceiptItem/properties/token",
+        receipt_token,
+    );
 }
 
 /// Writes the apps this installation serves (`default` first, then those

@@ -76,8 +76,15 @@ pub struct NotificationSummary {
     /// Milliseconds from the send (or the firing of a scheduled one) until
     /// 90% of the reachable audience was accepted; null until then.
     pub t90_ms: Option<u32>,
-    /// 90% accepted within two minutes; null while still open.
+    /// Provider-side: 90% accepted within two minutes; null while still open.
     pub ninety_in_two: Option<bool>,
+    /// Device-side 90in2 (`device.ninety_in_two` of the status): 90% of the
+    /// reporting audience received it within two minutes; null while open,
+    /// when nobody reports, and for a dry run.
+    pub device_ninety_in_two: Option<bool>,
+    /// Share of the reporting audience that opened it, in percent; null for
+    /// a dry run or a notification that never fired.
+    pub opened_percent: Option<f64>,
     /// Fingerprint of the key that sent it (never the key).
     pub sender_key_id: String,
     /// Its full status.
@@ -144,6 +151,8 @@ fn summary(status: NotificationStatus, title: Option<String>, sender_key_id: Str
         delivered_percent_of_reachable: status.delivered_percent_of_reachable,
         t90_ms: status.timings.t90_ms,
         ninety_in_two: status.ninety_in_two,
+        device_ninety_in_two: status.device.as_ref().and_then(|device| device.ninety_in_two),
+        opened_percent: status.device.as_ref().map(|device| device.opened_percent),
         sender_key_id,
         href: status.links.self_,
     }

@@ -343,7 +343,7 @@ impl utoipa::PartialSchema for Audience {
 
 impl ToSchema for Audience {}
 
-/// What became of each platform's pushes, keyed by platform name.
+/// Provider-side: what Apple / Google answered, keyed by platform name.
 #[derive(Debug, Serialize)]
 #[serde(transparent)]
 pub struct DeliveryBody(pub PerPlatform<PlatformDelivery>);
@@ -366,8 +366,8 @@ impl ToSchema for DeliveryBody {
     }
 }
 
-/// Milliseconds from the send (the request, or the firing of a scheduled
-/// notification) until half, 90% and 99% of the
+/// Provider-side: milliseconds from the send (the request, or the firing
+/// of a scheduled notification) until half, 90% and 99% of the
 /// audience was accepted (null until reached). The audience here leaves out
 /// the devices Apple / Google reported gone: an uninstalled app cannot be
 /// reached by anyone.
@@ -495,19 +495,26 @@ pub struct NotificationStatus {
     /// Devices harvested so far, per platform.
     pub audience: Audience,
     pub delivery: DeliveryBody,
-    /// Share of the whole audience (`audience.total`) accepted by Apple /
-    /// Google, in percent (two decimals).
+    /// Provider-side: share of the whole audience (`audience.total`)
+    /// accepted by Apple / Google, in percent (two decimals).
     pub delivered_percent: f64,
-    /// Share of the reachable audience (`audience.reachable`: less the
-    /// devices reported gone) accepted by Apple / Google, in percent (two
-    /// decimals); the share 90in2 is judged on.
+    /// Provider-side: share of the reachable audience
+    /// (`audience.reachable`: less the devices reported gone) accepted by
+    /// Apple / Google, in percent (two decimals); the share the
+    /// provider-side 90in2 is judged on.
     pub delivered_percent_of_reachable: f64,
+    /// Provider-side timings (accepted by Apple / Google).
     pub timings: TimingsBody,
-    /// 90% of the audience accepted within two minutes of the send (the
-    /// request, or the firing of a scheduled notification); null while that
-    /// is still open, for a notification that never fired, and for a dry
-    /// run (it pushes nothing).
+    /// Provider-side 90in2: 90% of the audience accepted by Apple / Google
+    /// within two minutes of the send (the request, or the firing of a
+    /// scheduled notification); null while that is still open, for a
+    /// notification that never fired, and for a dry run (it pushes nothing).
+    /// The device-side verdict is `device.ninety_in_two`.
     pub ninety_in_two: Option<bool>,
+    /// Device-side figures: what the phones of the reporting audience said
+    /// they received and opened (`POST /api/v1/receipts`). Null for a dry
+    /// run and a notification that never fired.
+    pub device: Option<crate::receipts::figures::DeviceFigures>,
     pub cleanup: CleanupBody,
     pub links: Links,
 }
@@ -567,6 +574,7 @@ impl NotificationStatus {
                 t99_ms: timings.t99_ms,
             },
             ninety_in_two,
+            device: None,
             cleanup: CleanupBody {
                 registrations_deleted: stored.registrations_deleted,
                 invalid_tokens: invalid_tokens.to_owned(),
@@ -607,7 +615,15 @@ pub(super) async fn status_of(
         let gone = stored.unregistered();
         timings(&*conn, stored.id, reachable(stored.audience.total(), gone)).await?
     };
-    Ok(NotificationStatus::new(stored, timings))
+    let device = if stored.never_fired() || stored.notification.dry_run {
+        None
+    } else {
+        let conn = state.pool.get().await.map_err(DbError::from)?;
+        Some(crate::receipts::figures::device_figures(&*conn, stored.id, stored.sent_at()).await?)
+    };
+    let mut status = NotificationStatus::new(stored, timings);
+    status.device = device;
+    Ok(status)
 }
 
 pub(super) fn self_link(id: Uuid) -> Links {

@@ -39,6 +39,11 @@ pub struct RegistrationRequest {
     #[serde(default)]
     #[schema(example = "fr-CA")]
     pub locale: Option<String>,
+    /// The app sends device receipts (`POST /api/v1/receipts`) for the
+    /// notifications it gets: the device counts in the reporting audience
+    /// of the device-side figures. Default false.
+    #[serde(default)]
+    pub receipts: Option<bool>,
 }
 
 /// A registration as stored.
@@ -57,6 +62,8 @@ pub struct Registration {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(example = "fr-ca")]
     pub locale: Option<String>,
+    /// The app sends device receipts for this device.
+    pub receipts: bool,
     /// Sorted topic names.
     pub topics: Vec<String>,
     pub created_at: DateTime<Utc>,
@@ -71,6 +78,7 @@ impl From<StoredRegistration> for Registration {
             token: stored.token,
             platform: stored.platform,
             locale: stored.locale,
+            receipts: stored.receipts,
             topics: stored.topics,
             created_at: stored.created_at,
             updated_at: stored.updated_at,
@@ -122,6 +130,7 @@ pub async fn put_registration(
         platform,
         environment,
         locale,
+        receipts: body.receipts.unwrap_or(false),
     };
     let stored = store::replace(&state.pool, &app, &token, &device, &topics).await?;
     debug!(token = %token_prefix(&token), %platform, topics = stored.topics.len(), "registered device");

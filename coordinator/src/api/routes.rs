@@ -47,6 +47,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(held::release_held)
         .service(held::discard_held)
         .service(audit::get_audit)
+        .service(crate::receipts::api::post_receipts)
         .configure(other_methods)
         .default_service(web::to(not_found));
 }

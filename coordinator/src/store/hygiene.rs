@@ -16,13 +16,15 @@ pub const HYGIENE_LOCK_KEY: i64 = 0x0048_7967_6965_6e65;
 
 /// The tables holding a notification's detail rows, all keyed by
 /// `notification_id` first (their primary keys serve the deletes).
-pub const DETAIL_TABLES: [&str; 6] = [
+pub const DETAIL_TABLES: [&str; 7] = [
     "delivery_batches",
     "notification_accepts",
     "notification_jobs",
     "published_batches",
     "held_tokens",
     "job_outbox",
+    // Per-device receipts (issue 35); their aggregates stay.
+    "device_receipts",
 ];
 
 /// Takes the hygiene lock for this session; false when another session

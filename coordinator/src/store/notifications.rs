@@ -119,7 +119,7 @@ impl StoredNotification {
     }
 }
 
-/// What became of one platform's pushes so far (also the status API's
+/// Provider-side: what became of one platform's pushes so far (also the status API's
 /// `delivery.<platform>` object).
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,

@@ -21,6 +21,8 @@ pub struct Device {
     pub environment: ApnsEnvironment,
     /// Lower-case BCP 47 language tag.
     pub locale: Option<String>,
+    /// The app reports device receipts (issue 35).
+    pub receipts: bool,
 }
 
 /// A device and every topic it follows.
@@ -31,6 +33,7 @@ pub struct StoredRegistration {
     pub platform: Platform,
     pub environment: ApnsEnvironment,
     pub locale: Option<String>,
+    pub receipts: bool,
     /// Sorted.
     pub topics: Vec<String>,
     pub created_at: DateTime<Utc>,
@@ -80,6 +83,7 @@ pub async fn add_topic(
         platform: current.platform,
         environment: current.environment,
         locale: current.locale,
+        receipts: current.receipts,
     };
     upsert(&tx, app, token, &device, &[topic.to_owned()]).await?;
     let stored = read(&tx, app, token).await?.ok_or(StoreError::UnknownToken)?;
@@ -141,12 +145,13 @@ async fn upsert(
 ) -> Result<(), tokio_postgres::Error> {
     let shard = shard_of(token) as i16;
     tx.execute(
-        "INSERT INTO registrations (app, topic, shard, token, platform, apns_environment, locale)
-         SELECT $7, topic, $2, $3, $4, $5, $6 FROM unnest($1::text[]) AS topic
+        "INSERT INTO registrations (app, topic, shard, token, platform, apns_environment, locale, receipts)
+         SELECT $7, topic, $2, $3, $4, $5, $6, $8 FROM unnest($1::text[]) AS topic
          ON CONFLICT (app, topic, shard, token) DO UPDATE
            SET platform = EXCLUDED.platform,
                apns_environment = EXCLUDED.apns_environment,
                locale = EXCLUDED.locale,
+               receipts = EXCLUDED.receipts,
                updated_at = now()",
         &[
             &topics,
@@ -156,6 +161,7 @@ async fn upsert(
             &device.environment.as_str(),
             &device.locale,
             &app,
+            &device.receipts,
         ],
     )
     .await
@@ -169,7 +175,7 @@ async fn read(
 ) -> Result<Option<StoredRegistration>, StoreError> {
     let rows = tx
         .query(
-            "SELECT topic, platform, apns_environment, locale, created_at, updated_at
+            "SELECT topic, platform, apns_environment, locale, created_at, updated_at, receipts
                FROM registrations WHERE token = $1 AND app = $2 ORDER BY topic",
             &[&token, &app],
         )
@@ -193,6 +199,7 @@ async fn read(
         platform,
         environment,
         locale: first.get("locale"),
+        receipts: rows.iter().any(|row| row.get::<_, bool>("receipts")),
         topics: rows.iter().map(|row| row.get("topic")).collect(),
         created_at: created_at.unwrap_or_default(),
         updated_at: updated_at.unwrap_or_default(),

@@ -113,6 +113,7 @@ async fn the_openapi_document_lists_every_endpoint() {
         ("/api/v1/notifications/{id}/held/release", "post"),
         ("/api/v1/notifications/{id}/held/discard", "post"),
         ("/api/v1/audit", "get"),
+        ("/api/v1/receipts", "post"),
     ];
     for (path, method) in expected {
         assert!(

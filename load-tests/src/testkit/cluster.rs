@@ -38,6 +38,10 @@ pub struct ClusterOptions {
     /// Other PostgreSQL and RabbitMQ servers than the machine's own (such
     /// as throw-away ones reached over TLS); `None` for the machine's.
     pub servers: Option<ClusterServers>,
+    /// The phones behind the mocks post receipts to the cluster's
+    /// coordinator as these settings say (their `url` and `key` are set to
+    /// the coordinator's and [`APP_KEY`]).
+    pub receipts: Option<crate::mocks::ReceiptsConfig>,
 }
 
 /// Where a cluster's PostgreSQL and RabbitMQ are, and what to trust there.
@@ -76,15 +80,27 @@ impl Mocks {
     /// Mocks of another app's Apple and Google: its bundle id, APNs key id
     /// and Firebase project (and a key and service account of their own).
     pub async fn start_as(bundle_id: &str, apns_key_id: &str, fcm_project: &str) -> Self {
+        Self::start_reporting(bundle_id, apns_key_id, fcm_project, None).await
+    }
+
+    /// Mocks whose phones post receipts as `receipts` says.
+    pub async fn start_reporting(
+        bundle_id: &str,
+        apns_key_id: &str,
+        fcm_project: &str,
+        receipts: Option<crate::mocks::ReceiptsConfig>,
+    ) -> Self {
         let dir = std::env::temp_dir().join(format!("clarion-mocks-{}", uuid::Uuid::new_v4().simple()));
         let apns_config = ApnsMockConfig {
             bundle_id: bundle_id.into(),
             key_id: apns_key_id.into(),
+            receipts: receipts.clone(),
             ..ApnsMockConfig::local(dir.clone())
         };
         let apns = ApnsMock::start(apns_config).await.expect("mock APNs starts");
         let fcm_config = FcmMockConfig {
             project_id: fcm_project.into(),
+            receipts,
             ..FcmMockConfig::local(dir.clone())
         };
         let fcm = FcmMock::start(fcm_config).await.expect("mock FCM starts");
@@ -341,7 +357,17 @@ impl Cluster {
     /// dispatchers, so dispatchers can be started later.
     pub async fn start_mocks(&mut self) {
         if self.mocks.is_none() {
-            let mocks = Mocks::start().await;
+            let receipts = self
+                .options
+                .receipts
+                .clone()
+                .map(|config| crate::mocks::ReceiptsConfig {
+                    url: format!("{}/api/v1/receipts", self.base),
+                    key: APP_KEY.into(),
+                    ..config
+                });
+            let mocks =
+                Mocks::start_reporting("com.clarion.news", "CLARIONK01", "clarion-news", receipts).await;
             if let Some(ca) = self
                 .options
                 .servers

@@ -393,3 +393,92 @@ async fn scheduled_alerts_fire_or_are_cancelled_and_history_finds_them() {
     browser.close().await;
     cluster.stop().await;
 }
+
+/// Phones that all report fast, half of them opening.
+fn quick_phones() -> clarion_load_tests::mocks::ReceiptsConfig {
+    use clarion_load_tests::mocks::phones::DelayDistribution;
+    let around = |ms| DelayDistribution {
+        median: Duration::from_millis(ms),
+        spread: 0.3,
+    };
+    clarion_load_tests::mocks::ReceiptsConfig {
+        online_share: 1.0,
+        receive_delay: around(200),
+        open_share: 0.5,
+        open_delay: around(300),
+        flush_every: Duration::from_millis(50),
+        ..clarion_load_tests::mocks::ReceiptsConfig::new("set by the cluster", "set by the cluster")
+    }
+}
+
+#[actix_web::test]
+async fn the_progress_page_draws_accepted_received_and_opened_and_history_shows_the_phones_verdict() {
+    const DEVICES: u64 = 100;
+    let cluster = Cluster::start(ClusterOptions {
+        harvesters: 1,
+        dispatchers: true,
+        receipts: Some(quick_phones()),
+        ..ClusterOptions::default()
+    })
+    .await;
+    let devices: Vec<Device> = (0..DEVICES)
+        .map(|n| Device::alternating(n, &["breaking/uk"]))
+        .collect();
+    let sql = cluster.sql().await;
+    seed_devices(&sql, &devices).await.expect("seeding");
+    sql.execute("UPDATE registrations SET receipts = true", &[])
+        .await
+        .unwrap();
+    cluster.wait_for_topic_size("breaking/uk", DEVICES, WAIT).await;
+    let (status, answer) = cluster
+        .send(&serde_json::json!({"topics": ["breaking/uk"], "title": "Three curves", "body": "Receipts"}))
+        .await;
+    assert!(status.is_success(), "{answer}");
+    let id = answer["id"].as_str().unwrap().to_owned();
+
+    let browser = Browser::start(1280, 900).await;
+    sign_in(&browser, &cluster.base).await;
+    browser.goto(&format!("{}/console/#/n/{id}", cluster.base)).await;
+    browser.until_text("#status", "complete").await;
+    let drawn = browser
+        .until(
+            "the three curves drawn",
+            "const c = document.querySelector('#curve'); \
+             const n = (k) => Number(c.dataset[k + 'Points'] || 0); \
+             return c.querySelector('canvas') !== null && n('accepted') > 0 && n('received') > 0 && n('opened') > 0 \
+               ? [n('accepted'), n('received'), n('opened')] : null;",
+        )
+        .await;
+    assert!(
+        drawn.as_array().is_some_and(|points| points.len() == 3),
+        "{drawn}"
+    );
+    let legend = browser.text("#curve .u-legend").await;
+    for label in ["accepted by Apple/Google", "received on phones", "opened"] {
+        assert!(legend.contains(label), "legend {legend:?} lacks {label}");
+    }
+    // Every phone reports: all of the reporting audience received it.
+    browser
+        .until_text("#device-received", "100% of 100 reporting")
+        .await;
+    assert_ne!(browser.text("#device-t90").await, "—");
+    browser.until_text("#device-verdict", "open").await;
+
+    browser.goto(&format!("{}/console/#/history", cluster.base)).await;
+    let open_rate = browser
+        .until(
+            "the open rate in history",
+            &format!(
+                "const cell = document.querySelector(\"#history-table tr[data-id='{id}'] td.open-rate\"); \
+                 return cell && cell.textContent.endsWith('%') ? cell.textContent : null;"
+            ),
+        )
+        .await;
+    let opened = cluster.status(&id).await["device"]["opened_percent"].as_f64();
+    let shown = open_rate
+        .as_str()
+        .and_then(|text| text.trim_end_matches('%').parse::<f64>().ok());
+    assert_eq!(shown, opened, "history shows the status's open rate");
+    browser.close().await;
+    cluster.stop().await;
+}
