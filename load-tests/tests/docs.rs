@@ -225,6 +225,18 @@ fn constant(sources: &[(String, String)], name: &str) -> Option<String> {
     })
 }
 
+/// The name of `const NAME: Metric = Metric { name: "…", … };` (a
+/// service's `metrics.rs`) anywhere in `sources`.
+fn metric_constant(sources: &[(String, String)], name: &str) -> Option<String> {
+    let needle = format!("const {name}: Metric = Metric {{");
+    sources.iter().find_map(|(_, text)| {
+        let body = &text[text.find(&needle)? + needle.len()..];
+        let start = body.find("name: \"")? + "name: \"".len();
+        let end = body[start..].find('"')?;
+        Some(body[start..start + end].to_string())
+    })
+}
+
 /// Every metric recorded through the `metrics` macros in the services' code.
 fn recorded_metrics() -> BTreeMap<String, Metric> {
     let root = repo_root();
@@ -257,8 +269,12 @@ fn recorded_metrics() -> BTreeMap<String, Metric> {
                     Some(rest) => rest.trim_end_matches('"').to_string(),
                     None => {
                         let ident = first.rsplit("::").next().unwrap_or(first);
-                        constant(&sources, ident).unwrap_or_else(|| {
-                            panic!("{file}: the metric name `{first}` is neither a literal nor a `const … : &str`")
+                        let found = match ident.strip_suffix(".name") {
+                            Some(metric) => metric_constant(&sources, metric),
+                            None => constant(&sources, ident),
+                        };
+                        found.unwrap_or_else(|| {
+                            panic!("{file}: the metric name `{first}` is neither a literal, a `const … : &str` nor a `Metric`'s name")
                         })
                     }
                 };

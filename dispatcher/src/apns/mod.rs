@@ -14,10 +14,7 @@ use clarion_proto::{ApnsEnvironment, Platform, TokenBatch};
 use http::{HeaderValue, Method, Request};
 use tracing::debug;
 
-use clarion_runtime::apps::AppCredentials;
-
 use crate::channel::{Attempt, PushChannel, Transport};
-use crate::config::Settings;
 use crate::http2::Http2Pool;
 pub use channel_error::ApnsError;
 use payload::PreparedApns;
@@ -26,11 +23,6 @@ use token::ProviderToken;
 
 /// The path of a push, before the device token.
 const DEVICE_PATH: &str = "/3/device/";
-
-/// Apple's production endpoint, for an app that names none.
-pub const APPLE_PRODUCTION: &str = "https://api.push.apple.com";
-/// Apple's sandbox endpoint, for an app that names none.
-pub const APPLE_SANDBOX: &str = "https://api.sandbox.push.apple.com";
 
 pub struct ApnsChannel {
     production: Http2Pool,
@@ -87,31 +79,22 @@ impl PushChannel for ApnsChannel {
     const DEFAULT_APP_SETTINGS: &'static str =
         "CLARION_APNS_KEY_FILE, CLARION_APNS_KEY_ID, CLARION_APNS_TEAM_ID and CLARION_APNS_TOPIC";
 
-    fn default_configured(settings: &Settings) -> bool {
-        let apns = &settings.apns;
-        apns.key_file.is_some() || apns.key_id.is_some() || apns.team_id.is_some() || apns.topic.is_some()
+    type Settings = ApnsSettings;
+
+    fn default_configured(settings: &ApnsSettings) -> bool {
+        settings.default_configured()
     }
 
-    async fn connect(settings: &Settings, transport: Transport) -> Result<Self, ApnsError> {
-        Self::new(&settings.apns, transport)
+    async fn connect(settings: &ApnsSettings, transport: Transport) -> Result<Self, ApnsError> {
+        Self::new(settings, transport)
     }
 
-    fn for_app(settings: &Settings, app: &AppCredentials) -> Option<Settings> {
-        let mut for_app = settings.clone();
-        let apns = &mut for_app.apns;
-        apns.topic = Some(app.apns_topic.clone()?);
-        apns.key_file = app.apns_key_file.clone();
-        apns.key_id = app.apns_key_id.clone();
-        apns.team_id = app.apns_team_id.clone();
-        apns.endpoint = app
-            .apns_endpoint
-            .clone()
-            .unwrap_or_else(|| APPLE_PRODUCTION.to_owned());
-        apns.sandbox_endpoint = app
-            .apns_sandbox_endpoint
-            .clone()
-            .unwrap_or_else(|| APPLE_SANDBOX.to_owned());
-        Some(for_app)
+    fn check_app(table: &toml::Table) -> Result<(), ApnsError> {
+        settings::check_app(table)
+    }
+
+    fn for_app(settings: &ApnsSettings, table: &toml::Table) -> Result<ApnsSettings, ApnsError> {
+        settings.for_app(table)
     }
 
     fn prepare(&self, batch: &TokenBatch) -> Result<ApnsPush, ApnsError> {

@@ -87,7 +87,11 @@ mod tests {
 
     const ID: Uuid = Uuid::from_u128(0x6f1c_2b3a_0000_4000_8000_0000_0000_0042);
 
-    fn prepare(n: &Notification, sent_at: DateTime<Utc>, now: DateTime<Utc>) -> Result<PreparedFcm, serde_json::Error> {
+    fn prepare(
+        n: &Notification,
+        sent_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<PreparedFcm, serde_json::Error> {
         super::prepare(&PushMessage::new(ID, n), sent_at, now)
     }
 
