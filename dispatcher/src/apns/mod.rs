@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use clarion_proto::{ApnsEnvironment, Platform, TokenBatch};
-use http::{HeaderValue, Method, Request};
+use http::{HeaderValue, Method, Request, Uri};
 use tracing::debug;
 
 use crate::channel::{Attempt, PushChannel, Transport};
@@ -23,6 +23,15 @@ use token::ProviderToken;
 
 /// The path of a push, before the device token.
 const DEVICE_PATH: &str = "/3/device/";
+
+/// The URI of a push to `token` on `pool`'s origin.
+fn device_uri(pool: &Http2Pool, token: &str) -> Result<Uri, http::Error> {
+    // Built by hand: `format!` costs more than the two copies.
+    let mut path = String::with_capacity(DEVICE_PATH.len() + token.len());
+    path.push_str(DEVICE_PATH);
+    path.push_str(token);
+    pool.uri(path)
+}
 
 pub struct ApnsChannel {
     production: Http2Pool,
@@ -109,19 +118,26 @@ impl PushChannel for ApnsChannel {
             ApnsEnvironment::Production => &self.production,
             ApnsEnvironment::Sandbox => &self.sandbox,
         };
-        // Built by hand: `format!` costs more than the two copies.
-        let mut path = String::with_capacity(DEVICE_PATH.len() + token.len());
-        path.push_str(DEVICE_PATH);
-        path.push_str(token);
-        let Ok(uri) = pool.uri(path) else {
+        let Ok(uri) = device_uri(pool, token) else {
             return Attempt::Invalid("BadDeviceToken");
         };
-        let mut request = Request::new(());
-        *request.method_mut() = Method::POST;
-        *request.uri_mut() = uri;
-        let headers = request.headers_mut();
-        headers.clone_from(&push.payload.headers);
-        headers.insert(http::header::AUTHORIZATION, self.token.header());
+        // The URI built above serves the first attempt; a request sent
+        // again on a fresh connection (the server never processed it)
+        // builds its own.
+        let mut first = Some(uri);
+        let request = || {
+            let uri = first
+                .take()
+                .or_else(|| device_uri(pool, token).ok())
+                .unwrap_or_default();
+            let mut request = Request::new(());
+            *request.method_mut() = Method::POST;
+            *request.uri_mut() = uri;
+            let headers = request.headers_mut();
+            headers.clone_from(&push.payload.headers);
+            headers.insert(http::header::AUTHORIZATION, self.token.header());
+            request
+        };
         match pool.send(request, Bytes::clone(&push.payload.body)).await {
             Ok(response) => errors::classify(response.status, &response.headers, &response.body),
             Err(err) => {

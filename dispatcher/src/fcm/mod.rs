@@ -119,15 +119,18 @@ impl PushChannel for FcmChannel {
                 };
             }
         };
-        let mut request = Request::new(());
-        *request.method_mut() = Method::POST;
-        *request.uri_mut() = self.uri.clone();
-        let headers = request.headers_mut();
-        headers.insert(http::header::AUTHORIZATION, authorization);
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
+        let request = || {
+            let mut request = Request::new(());
+            *request.method_mut() = Method::POST;
+            *request.uri_mut() = self.uri.clone();
+            let headers = request.headers_mut();
+            headers.insert(http::header::AUTHORIZATION, authorization.clone());
+            headers.insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            request
+        };
         match self.pool.send(request, prepared.body(token)).await {
             Ok(response) => errors::classify(response.status, &response.headers, &response.body),
             Err(err) => {
