@@ -290,7 +290,37 @@ fn recorded_metrics() -> BTreeMap<String, Metric> {
             }
         }
     }
+    for (file, text) in &sources {
+        declared_metrics(file, text, &mut metrics);
+    }
     metrics
+}
+
+/// The metrics a service's `metrics.rs` declares with the runtime's
+/// `CounterVec::new("name", "help", ["label", …])` (and `GaugeVec`,
+/// `HistogramVec`), recorded through them elsewhere.
+fn declared_metrics(file: &str, text: &str, metrics: &mut BTreeMap<String, Metric>) {
+    for (kind, declaration) in [
+        ("counter", "CounterVec::new("),
+        ("gauge", "GaugeVec::new("),
+        ("histogram", "HistogramVec::new("),
+    ] {
+        for (at, _) in text.match_indices(declaration) {
+            let args = call_arguments(text, at + declaration.len() - 1);
+            let mut strings = args.split('"').skip(1).step_by(2);
+            let Some(name) = strings.next() else {
+                continue; // the constructor's own definition
+            };
+            let metric = metrics.entry(name.to_string()).or_default();
+            metric.kinds.insert(kind.to_string());
+            metric.sites.insert(file.to_string());
+            if let Some(labels) = args.rfind('[').map(|open| &args[open..]) {
+                for label in labels.split('"').skip(1).step_by(2) {
+                    metric.labels.insert(label.to_string());
+                }
+            }
+        }
+    }
 }
 
 #[test]
