@@ -254,7 +254,10 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         names: names.clone(),
         max_topics_per_device: settings.max_topics_per_device,
         topic_count_max_age: settings.topic_count_max_age(),
-        openapi: api::openapi::ServedDocument::new(settings.max_topics_per_device, apps.clone()),
+        openapi: api::served_document::ServedDocument::new(
+            api::openapi::generated(settings.max_topics_per_device),
+            apps.clone(),
+        ),
         apps,
     });
     let console = web::Data::new(console::Console {

@@ -18,6 +18,7 @@ pub mod openapi;
 pub mod registrations;
 pub mod replace;
 pub mod routes;
+pub mod served_document;
 pub mod topics;
 
 use std::sync::Arc;
@@ -54,7 +55,7 @@ pub struct AppState {
     pub max_topics_per_device: u32,
     pub topic_count_max_age: Duration,
     /// The OpenAPI document served (with the limits and the apps in force).
-    pub openapi: openapi::ServedDocument,
+    pub openapi: served_document::ServedDocument,
     /// The apps served beside `default` (`CLARION_APPS_FILE`).
     pub apps: Arc<AppsFile>,
 }

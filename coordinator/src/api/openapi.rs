@@ -1,10 +1,9 @@
 //! The OpenAPI 3 document, generated from the handlers' annotations and
 //! served at `/api/v1/openapi.json`. Every endpoint must be listed here.
 
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::LazyLock;
 
 use actix_web::{HttpResponse, get, web};
-use clarion_runtime::apps::AppsFile;
 use serde_json::Value;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -70,47 +69,16 @@ impl Modify for BearerKey {
     }
 }
 
-/// The served document: generated from the annotations, with the limits
-/// the service enforces written in (`max_topics_per_device` is a setting)
-/// and `app` given as the apps this installation serves now. The apps
-/// file may change while the coordinator runs (see
-/// [`clarion_runtime::apps`]): the document is rebuilt when the apps it
-/// lists are no longer those served, so a schema-valid `app` is always
-/// one the service accepts.
-pub struct ServedDocument {
-    /// The document with the limits, before the apps are written in.
-    generated: Value,
-    apps: Arc<AppsFile>,
-    /// The apps of the last document built, and that document.
-    built: Mutex<(Vec<String>, Arc<str>)>,
-}
-
-impl ServedDocument {
-    pub fn new(max_topics_per_device: u32, apps: Arc<AppsFile>) -> Self {
-        let generated = match serde_json::to_value(ApiDoc::openapi()) {
-            Ok(mut doc) => {
-                super::limits::state_limits(&mut doc, max_topics_per_device);
-                doc
-            }
-            Err(err) => serde_json::json!({"error": err.to_string()}),
-        };
-        Self {
-            generated,
-            apps,
-            built: Mutex::new((Vec::new(), Arc::from(""))),
+/// The document generated from the annotations, with the limits the
+/// service enforces written in (`max_topics_per_device` is a setting):
+/// what `served_document::ServedDocument` writes the apps served into.
+pub fn generated(max_topics_per_device: u32) -> Value {
+    match serde_json::to_value(ApiDoc::openapi()) {
+        Ok(mut doc) => {
+            super::limits::state_limits(&mut doc, max_topics_per_device);
+            doc
         }
-    }
-
-    /// The document for the apps served now.
-    pub fn current(&self) -> Arc<str> {
-        let served = self.apps.ids();
-        let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
-        if built.0 != served || built.1.is_empty() {
-            let mut doc = self.generated.clone();
-            super::limits::state_apps(&mut doc, &served);
-            *built = (served, Arc::from(doc.to_string()));
-        }
-        built.1.clone()
+        Err(err) => serde_json::json!({"error": err.to_string()}),
     }
 }
 
