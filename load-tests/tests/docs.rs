@@ -225,6 +225,18 @@ fn constant(sources: &[(String, String)], name: &str) -> Option<String> {
     })
 }
 
+/// The name of `const NAME: Metric = Metric { name: "…", … };` (a
+/// service's `metrics.rs`) anywhere in `sources`.
+fn metric_constant(sources: &[(String, String)], name: &str) -> Option<String> {
+    let needle = format!("const {name}: Metric = Metric {{");
+    sources.iter().find_map(|(_, text)| {
+        let body = &text[text.find(&needle)? + needle.len()..];
+        let start = body.find("name: \"")? + "name: \"".len();
+        let end = body[start..].find('"')?;
+        Some(body[start..start + end].to_string())
+    })
+}
+
 /// Every metric recorded through the `metrics` macros in the services' code.
 fn recorded_metrics() -> BTreeMap<String, Metric> {
     let root = repo_root();
@@ -257,8 +269,12 @@ fn recorded_metrics() -> BTreeMap<String, Metric> {
                     Some(rest) => rest.trim_end_matches('"').to_string(),
                     None => {
                         let ident = first.rsplit("::").next().unwrap_or(first);
-                        constant(&sources, ident).unwrap_or_else(|| {
-                            panic!("{file}: the metric name `{first}` is neither a literal nor a `const … : &str`")
+                        let found = match ident.strip_suffix(".name") {
+                            Some(metric) => metric_constant(&sources, metric),
+                            None => constant(&sources, ident),
+                        };
+                        found.unwrap_or_else(|| {
+                            panic!("{file}: the metric name `{first}` is neither a literal, a `const … : &str` nor a `Metric`'s name")
                         })
                     }
                 };
@@ -274,7 +290,37 @@ fn recorded_metrics() -> BTreeMap<String, Metric> {
             }
         }
     }
+    for (file, text) in &sources {
+        declared_metrics(file, text, &mut metrics);
+    }
     metrics
+}
+
+/// The metrics a service's `metrics.rs` declares with the runtime's
+/// `CounterVec::new("name", "help", ["label", …])` (and `GaugeVec`,
+/// `HistogramVec`), recorded through them elsewhere.
+fn declared_metrics(file: &str, text: &str, metrics: &mut BTreeMap<String, Metric>) {
+    for (kind, declaration) in [
+        ("counter", "CounterVec::new("),
+        ("gauge", "GaugeVec::new("),
+        ("histogram", "HistogramVec::new("),
+    ] {
+        for (at, _) in text.match_indices(declaration) {
+            let args = call_arguments(text, at + declaration.len() - 1);
+            let mut strings = args.split('"').skip(1).step_by(2);
+            let Some(name) = strings.next() else {
+                continue; // the constructor's own definition
+            };
+            let metric = metrics.entry(name.to_string()).or_default();
+            metric.kinds.insert(kind.to_string());
+            metric.sites.insert(file.to_string());
+            if let Some(labels) = args.rfind('[').map(|open| &args[open..]) {
+                for label in labels.split('"').skip(1).step_by(2) {
+                    metric.labels.insert(label.to_string());
+                }
+            }
+        }
+    }
 }
 
 #[test]
