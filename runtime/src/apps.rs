@@ -45,10 +45,7 @@ pub const RECHECK_ON_MISS: Duration = Duration::from_millis(100);
 /// The name of the channel serving `platform`: its table in an app
 /// (`[apps.<id>.<channel>]`) and the prefix of its flat keys.
 pub fn channel_name(platform: Platform) -> &'static str {
-    match platform {
-        Platform::Ios => "apns",
-        Platform::Android => "fcm",
-    }
+    platform.channel()
 }
 
 /// One app's settings: a table of settings per channel it is served on,
