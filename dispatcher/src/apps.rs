@@ -11,11 +11,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use clarion_proto::{BatchRefusal, DEFAULT_APP};
-use clarion_runtime::apps::{AppCredentials, AppsFile};
+use clarion_runtime::apps::{AppsFile, channel_name};
 use tracing::info;
 
 use crate::channel::{PushChannel, Transport};
-use crate::config::Settings;
 
 /// Why a batch's app cannot be served by this dispatcher.
 #[derive(Debug, thiserror::Error)]
@@ -51,14 +50,16 @@ pub struct AppChannels<C: PushChannel> {
     /// The `default` app's channel; `None` when the single-app settings
     /// give no credentials for this platform.
     default: Option<Arc<C>>,
-    settings: Settings,
+    /// The channel's settings, which an app's table in the file overrides.
+    settings: C::Settings,
     transport: Transport,
     file: AppsFile,
-    opened: tokio::sync::Mutex<HashMap<String, (AppCredentials, Arc<C>)>>,
+    /// Each app's channel, with the table of the file it was built from.
+    opened: tokio::sync::Mutex<HashMap<String, (toml::Table, Arc<C>)>>,
 }
 
 impl<C: PushChannel> AppChannels<C> {
-    pub fn new(default: Option<Arc<C>>, settings: Settings, transport: Transport, file: AppsFile) -> Self {
+    pub fn new(default: Option<Arc<C>>, settings: C::Settings, transport: Transport, file: AppsFile) -> Self {
         Self {
             default,
             settings,
@@ -66,6 +67,11 @@ impl<C: PushChannel> AppChannels<C> {
             file,
             opened: tokio::sync::Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Pushes a minute each provider project may send (0: no such quota).
+    pub fn quota_per_minute(&self) -> u64 {
+        C::quota_per_minute(&self.settings)
     }
 
     /// The channel of `app`, opened if need be.
@@ -78,23 +84,27 @@ impl<C: PushChannel> AppChannels<C> {
             return self.default.clone().ok_or_else(not_configured);
         }
         let credentials = self.file.get(app).ok_or_else(not_configured)?;
-        let settings = C::for_app(&self.settings, &credentials).ok_or_else(not_configured)?;
+        let table = credentials
+            .channel(channel_name(C::PLATFORM))
+            .ok_or_else(not_configured)?;
+        let unusable = |error: C::Error| AppError::Unusable {
+            app: app.to_owned(),
+            error: error.to_string(),
+        };
         let mut opened = self.opened.lock().await;
         if let Some((built_from, channel)) = opened.get(app)
-            && *built_from == credentials
+            && built_from == table
         {
             return Ok(channel.clone());
         }
+        let settings = C::for_app(&self.settings, table).map_err(unusable)?;
         let channel = Arc::new(
             C::connect(&settings, self.transport.clone())
                 .await
-                .map_err(|error| AppError::Unusable {
-                    app: app.to_owned(),
-                    error: error.to_string(),
-                })?,
+                .map_err(unusable)?,
         );
         info!(app, provider = C::PROVIDER, "channel opened for app");
-        opened.insert(app.to_owned(), (credentials, channel.clone()));
+        opened.insert(app.to_owned(), (table.clone(), channel.clone()));
         Ok(channel)
     }
 }

@@ -1,7 +1,9 @@
 //! The one small trait every delivery channel (APNs, FCM) implements, so a
 //! third channel is a new folder (client, errors, settings) plus its
-//! platform in proto, its settings group in [`crate::config::Settings`] and
-//! one line in [`crate::start`], not edits everywhere.
+//! platform in proto, its settings group and apps-file check in
+//! `channels.rs` and one line in `start`, not edits everywhere. A channel
+//! sees only its own settings ([`PushChannel::Settings`]), never the
+//! dispatcher's.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -9,10 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clarion_proto::{Platform, TokenBatch};
-use clarion_runtime::apps::AppCredentials;
 use rustls::ClientConfig;
 
-use crate::config::Settings;
 use crate::http2::PoolLimits;
 
 /// What became of one attempt to push to one device.
@@ -76,6 +76,10 @@ pub trait PushChannel: Sized + Send + Sync + 'static {
     /// Why the channel cannot be built, or a push prepared.
     type Error: std::error::Error + Send + Sync + 'static;
 
+    /// The channel's own settings (its group of `--help`; the `default`
+    /// app's credentials among them).
+    type Settings: Clone + Send + Sync + 'static;
+
     /// The settings that give the `default` app's credentials for this
     /// channel, as an operator sets them (for the refusal to start with no
     /// app at all).
@@ -83,17 +87,27 @@ pub trait PushChannel: Sized + Send + Sync + 'static {
 
     /// True when `settings` give the `default` app credentials for this
     /// channel (some of them at least: incomplete ones stop the start).
-    fn default_configured(settings: &Settings) -> bool;
+    fn default_configured(settings: &Self::Settings) -> bool;
 
     /// Builds the channel from its settings; runs on the delivery runtime.
     fn connect(
-        settings: &Settings,
+        settings: &Self::Settings,
         transport: Transport,
     ) -> impl Future<Output = Result<Self, Self::Error>> + Send;
 
-    /// The settings a channel of app `app` is built from: `settings` with
-    /// the app's credentials for this channel; `None` when the app has none.
-    fn for_app(settings: &Settings, app: &AppCredentials) -> Option<Settings>;
+    /// Checks an app's table of this channel in the apps file
+    /// (`[apps.<id>.<channel>]`, or its flat `<channel>_*` keys).
+    fn check_app(table: &toml::Table) -> Result<(), Self::Error>;
+
+    /// The settings a channel of an app is built from: `settings` with the
+    /// app's credentials for this channel, from its `table` in the apps file.
+    fn for_app(settings: &Self::Settings, table: &toml::Table) -> Result<Self::Settings, Self::Error>;
+
+    /// Pushes a minute each provider project may send, shared by the
+    /// replicas (0: the provider has no such quota).
+    fn quota_per_minute(_settings: &Self::Settings) -> u64 {
+        0
+    }
 
     /// Builds the push of `batch`'s notification to `batch`'s route.
     fn prepare(&self, batch: &TokenBatch) -> Result<Self::Prepared, Self::Error>;

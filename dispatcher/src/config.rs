@@ -8,8 +8,7 @@ use clarion_proto::Platform;
 use clarion_runtime::telemetry::OtlpSettings;
 use clarion_runtime::{BrokerSettings, LogSettings, ShutdownSettings, TlsSettings};
 
-use crate::apns::ApnsSettings;
-use crate::fcm::FcmSettings;
+use crate::channels::ChannelSettings;
 use crate::http2::Liveness;
 
 #[derive(Debug, Clone, Parser)]
@@ -41,11 +40,9 @@ pub struct Settings {
     #[arg(long = "apps-file", env = "CLARION_APPS_FILE")]
     pub apps_file: Option<std::path::PathBuf>,
 
+    /// Every channel's settings (the one `--platform` picks is used).
     #[command(flatten)]
-    pub apns: ApnsSettings,
-
-    #[command(flatten)]
-    pub fcm: FcmSettings,
+    pub channels: ChannelSettings,
 
     #[command(flatten)]
     pub delivery: DeliverySettings,
@@ -249,18 +246,6 @@ pub struct DeliverySettings {
         default_value_t = 0
     )]
     pub rate_limit: u32,
-
-    /// FCM messages a minute each Firebase project may send (Google's
-    /// default quota: 600,000), shared by every Android dispatcher replica:
-    /// each paces itself at 95% of it divided by the replicas the broker
-    /// counts on the Android queue, and slows down on QUOTA_EXCEEDED.
-    /// 0 = no pacing. Ignored by iOS dispatchers.
-    #[arg(
-        long = "fcm-quota-per-minute",
-        env = "CLARION_FCM_QUOTA_PER_MINUTE",
-        default_value_t = 600_000
-    )]
-    pub fcm_quota_per_minute: u64,
 }
 
 impl DeliverySettings {

@@ -12,6 +12,7 @@ pub mod apns;
 pub mod apps;
 pub mod breaker;
 pub mod channel;
+pub mod channels;
 pub mod config;
 pub mod delivery;
 pub mod fcm;
@@ -171,18 +172,25 @@ type Parts = (BrokerLink, Vec<Recipient<StopConsuming>>);
 pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
     // One line per channel (see `channel.rs` for what a new channel needs).
     match settings.platform {
-        Platform::Ios => run::<ApnsChannel>(settings).await,
-        Platform::Android => run::<FcmChannel>(settings).await,
+        Platform::Ios => {
+            let channel = settings.channels.apns.clone();
+            run::<ApnsChannel>(settings, channel).await
+        }
+        Platform::Android => {
+            let channel = settings.channels.fcm.clone();
+            run::<FcmChannel>(settings, channel).await
+        }
     }
 }
 
 /// Starts a dispatcher of channel `C`: every app with `C`'s credentials
 /// (the `default` app's, when the single-app settings give them, and
 /// those of the apps file) is served; with none at all it does not start.
-async fn run<C: PushChannel>(settings: Settings) -> Result<Dispatcher, StartError> {
+async fn run<C: PushChannel>(settings: Settings, channel: C::Settings) -> Result<Dispatcher, StartError> {
     metrics::describe();
-    let apps = AppsFile::open(settings.apps_file.as_deref()).map_err(StartError::Config)?;
-    let default_configured = C::default_configured(&settings);
+    let apps = AppsFile::open_checked(settings.apps_file.as_deref(), Some(channels::check_app))
+        .map_err(StartError::Config)?;
+    let default_configured = C::default_configured(&channel);
     let from_file = apps.serving(C::PLATFORM);
     if !default_configured && from_file.is_empty() {
         return Err(StartError::NoApp {
@@ -230,7 +238,7 @@ async fn run<C: PushChannel>(settings: Settings) -> Result<Dispatcher, StartErro
     // replicas share a provider's quota.
     let consumers = Arc::new(AtomicU32::new(0));
     let default = if default_configured {
-        let connecting = settings.clone();
+        let connecting = channel.clone();
         let default_transport = transport.clone();
         let channel = runtime
             .handle()
@@ -242,7 +250,7 @@ async fn run<C: PushChannel>(settings: Settings) -> Result<Dispatcher, StartErro
     } else {
         None
     };
-    let channels = AppChannels::new(default, settings.clone(), transport, apps);
+    let channels = AppChannels::new(default, channel, transport, apps);
     let (link, workers) = start_workers(
         &arbiter,
         &settings,
@@ -298,7 +306,7 @@ async fn start_workers<C: PushChannel>(
     let cancellations = Cancellations::default();
     let workers = usize::from(delivery.batch_workers);
     let pacers = Pacers::new(
-        delivery.fcm_quota_per_minute,
+        channels.quota_per_minute(),
         Replicas::new(consumers.clone(), workers as u32),
     );
     let deliverer = Arc::new(Deliverer::new(

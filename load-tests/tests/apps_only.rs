@@ -57,7 +57,8 @@ fn tokens_of(devices: &[Device], platform: Platform) -> BTreeSet<String> {
         .collect()
 }
 
-/// An apps file table giving app `app` only the APNs credentials of `mocks`.
+/// An apps file table giving app `app` only the APNs credentials of `mocks`,
+/// in the flat `apns_*` form (still parsed beside `[apps.<id>.apns]`).
 fn apns_only_table(app: &str, mocks: &Mocks) -> String {
     let apns = &mocks.apns;
     format!(

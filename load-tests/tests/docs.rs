@@ -3,10 +3,7 @@
 //! the configuration table (and every row names a real variable), every
 //! metric the services record has a row in the metrics table with its type
 //! and labels (and every row names a real metric), and `scripts/demo.help`
-//! is what `clarion-demo --help` prints. Metrics are read where they are
-//! declared (a service's `metrics.rs`: `CounterVec::new(…)` and the like, or
-//! the dispatcher's `Metric` consts) and where a `metrics` macro records
-//! them. A failure says which variable,
+//! is what `clarion-demo --help` prints. A failure says which variable,
 //! metric or file to fix and how.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -228,32 +225,19 @@ fn constant(sources: &[(String, String)], name: &str) -> Option<String> {
     })
 }
 
-/// The name and labels of `const NAME: Metric = Metric { name: "…", …,
-/// labels: &[…] }` (the dispatcher's declarations) anywhere in `sources`.
-fn declared_metric(sources: &[(String, String)], name: &str) -> Option<(String, Vec<String>)> {
+/// The name of `const NAME: Metric = Metric { name: "…", … };` (a
+/// service's `metrics.rs`) anywhere in `sources`.
+fn metric_constant(sources: &[(String, String)], name: &str) -> Option<String> {
     let needle = format!("const {name}: Metric = Metric {{");
     sources.iter().find_map(|(_, text)| {
-        let body_start = text.find(&needle)? + needle.len();
-        let body = &text[body_start..body_start + text[body_start..].find("};")?];
-        let name_at = body.find("name: \"")? + "name: \"".len();
-        let metric_name = body[name_at..name_at + body[name_at..].find('"')?].to_string();
-        let labels_at = body.find("labels: &[")? + "labels: &[".len();
-        let labels = string_literals(&body[labels_at..labels_at + body[labels_at..].find(']')?]);
-        Some((metric_name, labels))
+        let body = &text[text.find(&needle)? + needle.len()..];
+        let start = body.find("name: \"")? + "name: \"".len();
+        let end = body[start..].find('"')?;
+        Some(body[start..start + end].to_string())
     })
 }
 
-/// The string literals of `text`, in order (no escapes in metric names or
-/// labels).
-fn string_literals(text: &str) -> Vec<String> {
-    text.split('"').skip(1).step_by(2).map(str::to_string).collect()
-}
-
-/// Every metric the services' code declares or records: the
-/// `CounterVec::new` / `GaugeVec::new` / `HistogramVec::new` declarations of
-/// a service's `metrics.rs` (name, help, `[labels]`), and the `metrics`
-/// macros (a literal name, a `const … : &str`, or a dispatcher `Metric`'s
-/// `.name`, with the labels given as `"label" => value`).
+/// Every metric recorded through the `metrics` macros in the services' code.
 fn recorded_metrics() -> BTreeMap<String, Metric> {
     let root = repo_root();
     let mut files = Vec::new();
@@ -272,25 +256,6 @@ fn recorded_metrics() -> BTreeMap<String, Metric> {
         .collect();
     let mut metrics: BTreeMap<String, Metric> = BTreeMap::new();
     for (file, text) in &sources {
-        for (kind, family) in [
-            ("counter", "CounterVec"),
-            ("gauge", "GaugeVec"),
-            ("histogram", "HistogramVec"),
-        ] {
-            let declaration = format!("{family}::new(");
-            for (at, _) in text.match_indices(&declaration) {
-                let args = call_arguments(text, at + declaration.len() - 1);
-                let mut literals = string_literals(args).into_iter();
-                let name = literals
-                    .next()
-                    .unwrap_or_else(|| panic!("{file}: a `{declaration}` without a literal metric name"));
-                let metric = metrics.entry(name).or_default();
-                metric.kinds.insert(kind.to_string());
-                metric.sites.insert(file.clone());
-                // After the name and the help: the label names.
-                metric.labels.extend(literals.skip(1));
-            }
-        }
         for kind in ["counter", "gauge", "histogram"] {
             let macro_call = format!("{kind}!(");
             for (at, _) in text.match_indices(&macro_call) {
@@ -304,21 +269,13 @@ fn recorded_metrics() -> BTreeMap<String, Metric> {
                     Some(rest) => rest.trim_end_matches('"').to_string(),
                     None => {
                         let ident = first.rsplit("::").next().unwrap_or(first);
-                        match ident.strip_suffix(".name") {
-                            Some(declared) => {
-                                let (name, labels) = declared_metric(&sources, declared).unwrap_or_else(|| {
-                                    panic!("{file}: the metric `{first}` names no `const {declared}: Metric`")
-                                });
-                                metrics.entry(name.clone()).or_default().labels.extend(labels);
-                                name
-                            }
-                            None => constant(&sources, ident).unwrap_or_else(|| {
-                                panic!(
-                                    "{file}: the metric name `{first}` is neither a literal, a `const … : &str` \
-                                     nor a `Metric`'s `.name`"
-                                )
-                            }),
-                        }
+                        let found = match ident.strip_suffix(".name") {
+                            Some(metric) => metric_constant(&sources, metric),
+                            None => constant(&sources, ident),
+                        };
+                        found.unwrap_or_else(|| {
+                            panic!("{file}: the metric name `{first}` is neither a literal, a `const … : &str` nor a `Metric`'s name")
+                        })
                     }
                 };
                 let metric = metrics.entry(name).or_default();
@@ -333,7 +290,37 @@ fn recorded_metrics() -> BTreeMap<String, Metric> {
             }
         }
     }
+    for (file, text) in &sources {
+        declared_metrics(file, text, &mut metrics);
+    }
     metrics
+}
+
+/// The metrics a service's `metrics.rs` declares with the runtime's
+/// `CounterVec::new("name", "help", ["label", …])` (and `GaugeVec`,
+/// `HistogramVec`), recorded through them elsewhere.
+fn declared_metrics(file: &str, text: &str, metrics: &mut BTreeMap<String, Metric>) {
+    for (kind, declaration) in [
+        ("counter", "CounterVec::new("),
+        ("gauge", "GaugeVec::new("),
+        ("histogram", "HistogramVec::new("),
+    ] {
+        for (at, _) in text.match_indices(declaration) {
+            let args = call_arguments(text, at + declaration.len() - 1);
+            let mut strings = args.split('"').skip(1).step_by(2);
+            let Some(name) = strings.next() else {
+                continue; // the constructor's own definition
+            };
+            let metric = metrics.entry(name.to_string()).or_default();
+            metric.kinds.insert(kind.to_string());
+            metric.sites.insert(file.to_string());
+            if let Some(labels) = args.rfind('[').map(|open| &args[open..]) {
+                for label in labels.split('"').skip(1).step_by(2) {
+                    metric.labels.insert(label.to_string());
+                }
+            }
+        }
+    }
 }
 
 #[test]

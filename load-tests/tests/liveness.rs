@@ -269,14 +269,21 @@ async fn a_connection_that_goes_away_drains_while_new_requests_go_to_a_fresh_one
     // Held by the server, which sends GOAWAY meanwhile.
     let held = tokio::spawn({
         let pool = pool.clone();
-        let request = request();
-        async move { pool.send(request, Bytes::new()).await }
+        async move {
+            let uri = pool.uri("/".to_owned()).unwrap();
+            let request = || {
+                let mut request = http::Request::new(());
+                *request.uri_mut() = uri.clone();
+                request
+            };
+            pool.send(request, Bytes::new()).await
+        }
     });
     holding.await.expect("the server holds the first request");
     // Requests sent before the GOAWAY arrives are still served on
     // connection 1; none may fail, and soon they go to connection 2.
     wait_until("a request served by a fresh connection", WAIT, async || {
-        let answer = pool.send(request(), Bytes::new()).await;
+        let answer = pool.send(request, Bytes::new()).await;
         let answer = answer.unwrap_or_else(|err| panic!("a request failed: {err}"));
         assert_eq!(answer.status, 200);
         answer.body == "2"
@@ -289,6 +296,153 @@ async fn a_connection_that_goes_away_drains_while_new_requests_go_to_a_fresh_one
         .unwrap()
         .expect("the held request finished on the old connection");
     assert_eq!(drained.body, "1");
+    assert_eq!(pool.connections_opened(), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One HTTP/2 frame's header: its type, flags and stream id (the payload
+/// is read and dropped: this server needs none).
+struct Frame {
+    kind: u8,
+    flags: u8,
+    stream: u32,
+}
+
+async fn read_frame(io: &mut (impl tokio::io::AsyncRead + Unpin)) -> std::io::Result<Frame> {
+    use tokio::io::AsyncReadExt;
+    let mut head = [0u8; 9];
+    io.read_exact(&mut head).await?;
+    let length = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+    let mut payload = vec![0; length];
+    io.read_exact(&mut payload).await?;
+    Ok(Frame {
+        kind: head[3],
+        flags: head[4],
+        stream: u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff,
+    })
+}
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+    out.extend([kind, flags]);
+    out.extend(stream.to_be_bytes());
+    out.extend(payload);
+    out
+}
+
+/// An HTTP/2 server over TLS. Its first connection is written frame by
+/// frame: it holds the first request (stream 1), and when the second
+/// (stream 3) arrives it sends GOAWAY(NO_ERROR, last stream 1) — the race
+/// of a stream opened just as the server's final GOAWAY is on its way,
+/// made certain — then answers stream 1 with "1". Later connections (h2)
+/// answer every request with their number.
+async fn goaway_below_a_stream_server(dir: &std::path::Path) -> (SocketAddr, std::path::PathBuf) {
+    use tokio::io::AsyncWriteExt;
+    const HEADERS: u8 = 1;
+    const SETTINGS: u8 = 4;
+    const GOAWAY: u8 = 7;
+    const END_STREAM: u8 = 0x1;
+    const END_HEADERS: u8 = 0x4;
+    let pki = TestPki::generate("goaway-below").unwrap();
+    let ca_file = dir.join("goaway-below-ca.pem");
+    pki.write_ca(&ca_file).unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(pki.server_config(&[b"h2"]).unwrap());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut number = 0u64;
+        while let Ok((tcp, _)) = listener.accept().await {
+            number += 1;
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let mut tls = acceptor.accept(tcp).await.unwrap();
+                if number > 1 {
+                    let mut connection = h2::server::handshake(tls).await.unwrap();
+                    while let Some(Ok((_request, mut respond))) = connection.accept().await {
+                        let answer = http::Response::builder().status(200).body(()).unwrap();
+                        let mut stream = respond.send_response(answer, false).unwrap();
+                        stream.send_data(Bytes::from(number.to_string()), true).unwrap();
+                    }
+                    return;
+                }
+                let mut preface = [0u8; 24];
+                tokio::io::AsyncReadExt::read_exact(&mut tls, &mut preface)
+                    .await
+                    .unwrap();
+                tls.write_all(&frame(SETTINGS, 0, 0, &[])).await.unwrap();
+                let mut held = None;
+                while let Ok(received) = read_frame(&mut tls).await {
+                    match received.kind {
+                        SETTINGS if received.flags & 0x1 == 0 => {
+                            tls.write_all(&frame(SETTINGS, 0x1, 0, &[])).await.unwrap();
+                        }
+                        HEADERS if held.is_none() => held = Some(received.stream),
+                        HEADERS => {
+                            let first = held.take().unwrap();
+                            assert!(received.stream > first, "streams come in order");
+                            let mut goaway = first.to_be_bytes().to_vec();
+                            goaway.extend(0u32.to_be_bytes()); // NO_ERROR
+                            tls.write_all(&frame(GOAWAY, 0, 0, &goaway)).await.unwrap();
+                            // `:status: 200` is entry 8 of HPACK's static table.
+                            tls.write_all(&frame(HEADERS, END_HEADERS, first, &[0x88]))
+                                .await
+                                .unwrap();
+                            tls.write_all(&frame(0, END_STREAM, first, b"1")).await.unwrap();
+                        }
+                        _ => {}
+                    }
+                }
+            });
+        }
+    });
+    (addr, ca_file)
+}
+
+#[tokio::test]
+async fn a_request_the_server_went_away_without_processing_is_sent_again_on_a_fresh_connection() {
+    let dir = std::env::temp_dir().join(format!("clarion-goaway-below-{}", uuid::Uuid::new_v4().simple()));
+    let (addr, ca_file) = goaway_below_a_stream_server(&dir).await;
+    let tls = client_config(Some(&ca_file), &[b"h2"]).unwrap();
+    let limits = PoolLimits {
+        connections: 1,
+        streams_per_connection: 100,
+        timeout: Duration::from_secs(10),
+        liveness: Liveness::default(),
+    };
+    let pool = Arc::new(Http2Pool::new(&format!("https://{addr}"), tls, limits).unwrap());
+    let uri = pool.uri("/".to_owned()).unwrap();
+    let built = Arc::new(AtomicU64::new(0));
+    let request = {
+        let built = built.clone();
+        move || {
+            built.fetch_add(1, Ordering::SeqCst);
+            let mut request = http::Request::new(());
+            *request.uri_mut() = uri.clone();
+            request
+        }
+    };
+    let held = tokio::spawn({
+        let (pool, request) = (pool.clone(), request.clone());
+        async move { pool.send(request, Bytes::new()).await }
+    });
+    // The second request's stream goes on connection 1 once the first's
+    // is open there (the server holds it).
+    wait_until("the first request on its way", WAIT, async || {
+        built.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let answer = tokio::time::timeout(WAIT, pool.send(request, Bytes::new()))
+        .await
+        .expect("the request ends")
+        .unwrap_or_else(|err| panic!("a request the server never processed failed: {err}"));
+    assert_eq!(answer.body, "2", "sent again on connection 2");
+    let first = held.await.unwrap().expect("the processed request is answered");
+    assert_eq!(first.body, "1", "the processed request finished on connection 1");
+    assert_eq!(
+        built.load(Ordering::SeqCst),
+        3,
+        "the second request was built twice"
+    );
     assert_eq!(pool.connections_opened(), 2);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -312,8 +466,12 @@ async fn a_request_to_a_server_that_never_finishes_the_handshake_ends_at_its_dea
     };
     let tls = client_config(None, &[b"h2"]).unwrap();
     let pool = Http2Pool::new(&format!("https://{addr}"), tls, limits).unwrap();
-    let mut request = http::Request::new(());
-    *request.uri_mut() = pool.uri("/".to_owned()).unwrap();
+    let uri = pool.uri("/".to_owned()).unwrap();
+    let request = || {
+        let mut request = http::Request::new(());
+        *request.uri_mut() = uri.clone();
+        request
+    };
     // The outer bound only keeps a regression from hanging the suite.
     let answer = tokio::time::timeout(WAIT, pool.send(request, Bytes::new()))
         .await

@@ -34,6 +34,16 @@ impl Platform {
         }
     }
 
+    /// The delivery channel that serves this platform: the dispatcher's
+    /// folder, an app's table in the apps file (`[apps.<id>.<channel>]`)
+    /// and the prefix of its flat keys.
+    pub fn channel(self) -> &'static str {
+        match self {
+            Platform::Ios => "apns",
+            Platform::Android => "fcm",
+        }
+    }
+
     /// The APNs environments a device of this platform is registered in:
     /// only Apple keeps development builds apart; every other platform's
     /// devices are `production`.

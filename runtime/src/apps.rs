@@ -1,6 +1,7 @@
 //! The apps file (`CLARION_APPS_FILE`): one `[apps.<id>]` table per app
-//! beside `default` (which the single-app settings define), with the app's
-//! APNs and FCM credentials. It may be a mounted Kubernetes Secret: it is
+//! beside `default` (which the single-app settings define), with one
+//! sub-table per channel the app is served on (`[apps.<id>.apns]`,
+//! `[apps.<id>.fcm]`). It may be a mounted Kubernetes Secret: it is
 //! read at start (a bad file stops the start), then read again when asked
 //! for an app at most every [`RECHECK`] — every [`RECHECK_ON_MISS`] when
 //! asked for one it did not have — so an app added to the file is served
@@ -8,13 +9,23 @@
 //! keeps the apps read before and logs an error.
 //!
 //! ```toml
-//! [apps.puzzles]
-//! apns_topic = "com.example.puzzles"
-//! apns_key_file = "/secrets/puzzles/AuthKey.p8"
-//! apns_key_id = "ABC123DEFG"
-//! apns_team_id = "TEAM123456"
-//! fcm_credentials_file = "/secrets/puzzles/service-account.json"
+//! [apps.puzzles.apns]
+//! topic = "com.example.puzzles"
+//! key_file = "/secrets/puzzles/AuthKey.p8"
+//! key_id = "ABC123DEFG"
+//! team_id = "TEAM123456"
+//!
+//! [apps.puzzles.fcm]
+//! credentials_file = "/secrets/puzzles/service-account.json"
 //! ```
+//!
+//! The older flat form, `apns_topic = …` / `fcm_credentials_file = …` in
+//! `[apps.<id>]`, still parses: a key `<channel>_<field>` is the field
+//! `<field>` of the channel's table. One channel's settings are given in
+//! one form: an app with both `[apps.<id>.apns]` and `apns_*` keys is
+//! refused. This file knows the channels' names only; what a channel's
+//! table holds is the channel's to check (the dispatcher passes its
+//! checker to [`AppsFile::open_checked`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,7 +34,6 @@ use std::time::{Duration, Instant};
 
 use clarion_proto::Platform;
 use clarion_proto::app::{DEFAULT_APP, validate_app};
-use serde::Deserialize;
 use tracing::{error, info};
 
 /// Shortest time between two reads of the file.
@@ -32,90 +42,127 @@ pub const RECHECK: Duration = Duration::from_secs(2);
 /// did not have (one just added must not wait for [`RECHECK`]).
 pub const RECHECK_ON_MISS: Duration = Duration::from_millis(100);
 
-/// One app's credentials. An app may serve one platform only: the APNs
-/// fields all together, or none; the FCM credentials file, or not.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The name of the channel serving `platform`: its table in an app
+/// (`[apps.<id>.<channel>]`) and the prefix of its flat keys.
+pub fn channel_name(platform: Platform) -> &'static str {
+    platform.channel()
+}
+
+/// One app's settings: a table of settings per channel it is served on,
+/// as the file gives them (the channel parses its own).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct AppCredentials {
-    pub apns_topic: Option<String>,
-    pub apns_key_file: Option<PathBuf>,
-    pub apns_key_id: Option<String>,
-    pub apns_team_id: Option<String>,
-    /// APNs production base URL (Apple's when absent).
-    pub apns_endpoint: Option<String>,
-    /// APNs sandbox base URL (Apple's when absent).
-    pub apns_sandbox_endpoint: Option<String>,
-    pub fcm_credentials_file: Option<PathBuf>,
-    /// FCM project (the service account's when absent).
-    pub fcm_project_id: Option<String>,
-    /// FCM base URL (Google's when absent).
-    pub fcm_endpoint: Option<String>,
+    channels: BTreeMap<String, toml::Table>,
 }
 
 impl AppCredentials {
-    /// True when the app has APNs credentials.
-    pub fn serves_apns(&self) -> bool {
-        self.apns_topic.is_some()
+    /// The app's settings for `channel` (see [`channel_name`]); `None`
+    /// when the app is not served on it.
+    pub fn channel(&self, channel: &str) -> Option<&toml::Table> {
+        self.channels.get(channel)
     }
 
-    /// True when the app has FCM credentials.
-    pub fn serves_fcm(&self) -> bool {
-        self.fcm_credentials_file.is_some()
-    }
-
-    /// True when the app has credentials for `platform`.
+    /// True when the app has settings for `platform`'s channel.
     pub fn serves(&self, platform: Platform) -> bool {
-        match platform {
-            Platform::Ios => self.serves_apns(),
-            Platform::Android => self.serves_fcm(),
-        }
+        self.channel(channel_name(platform)).is_some()
     }
 
-    fn check(&self) -> Result<(), String> {
-        let apns = [
-            self.apns_topic.is_some(),
-            self.apns_key_file.is_some(),
-            self.apns_key_id.is_some(),
-            self.apns_team_id.is_some(),
-        ];
-        if apns.contains(&true) && apns.contains(&false) {
-            return Err("apns_topic, apns_key_file, apns_key_id and apns_team_id go together".into());
+    /// Reads an app's `[apps.<id>]` table: sub-tables per channel, or flat
+    /// `<channel>_<field>` keys, one form per channel.
+    fn from_table(table: toml::Table) -> Result<Self, String> {
+        let known = |name: &str| Platform::ALL.iter().any(|p| channel_name(*p) == name);
+        let mut tables = BTreeMap::new();
+        let mut flat: BTreeMap<String, toml::Table> = BTreeMap::new();
+        for (key, value) in table {
+            match value {
+                toml::Value::Table(sub) if known(&key) => {
+                    tables.insert(key, sub);
+                }
+                value => {
+                    let (channel, field) = key
+                        .split_once('_')
+                        .filter(|(channel, field)| known(channel) && !field.is_empty())
+                        .ok_or_else(|| {
+                            format!(
+                                "unknown field `{key}`, expected a channel table ({}) or its flat keys",
+                                channel_list()
+                            )
+                        })?;
+                    flat.entry(channel.to_owned())
+                        .or_default()
+                        .insert(field.to_owned(), value);
+                }
+            }
         }
-        if !self.serves_apns() && !self.serves_fcm() {
-            return Err(
-                "it has neither APNs (apns_topic, …) nor FCM (fcm_credentials_file) credentials".into(),
-            );
+        for channel in flat.keys() {
+            if tables.contains_key(channel) {
+                return Err(format!(
+                    "its {channel} settings are given both as a `{channel}` table and as flat `{channel}_*` keys: use one form"
+                ));
+            }
         }
-        Ok(())
+        tables.extend(flat);
+        if tables.is_empty() {
+            return Err(format!("it has settings for no channel ({})", channel_list()));
+        }
+        Ok(Self { channels: tables })
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileContent {
-    #[serde(default)]
-    apps: BTreeMap<String, AppCredentials>,
+fn channel_list() -> String {
+    Platform::ALL
+        .iter()
+        .map(|p| channel_name(*p))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The apps of one reading of the file.
 pub type AppTable = BTreeMap<String, AppCredentials>;
 
-/// Parses the file's text.
+/// Checks an app's channel settings beyond the file's shape (the channels'
+/// own rules); its error is shown as the reason the app is refused.
+pub type AppCheck = fn(&AppCredentials) -> Result<(), String>;
+
+/// Parses the file's text (its shape only: see [`parse_checked`]).
 pub fn parse(text: &str) -> Result<AppTable, String> {
-    let content: FileContent = toml::from_str(text).map_err(|err| err.to_string())?;
-    for (id, app) in &content.apps {
-        validate_app(id).map_err(|err| err.to_string())?;
+    parse_checked(text, None)
+}
+
+/// Parses the file's text, and checks each app with `check`.
+pub fn parse_checked(text: &str, check: Option<AppCheck>) -> Result<AppTable, String> {
+    let mut root: toml::Table = text.parse().map_err(|err: toml::de::Error| err.to_string())?;
+    let apps = match root.remove("apps") {
+        None => toml::Table::new(),
+        Some(toml::Value::Table(apps)) => apps,
+        Some(_) => return Err("`apps` must be a table of apps".into()),
+    };
+    if let Some(key) = root.keys().next() {
+        return Err(format!("unknown field `{key}`, expected `apps`"));
+    }
+    let mut table = AppTable::new();
+    for (id, app) in apps {
+        validate_app(&id).map_err(|err| err.to_string())?;
         if id == DEFAULT_APP {
             return Err("app `default` is defined by the single-app settings (CLARION_APNS_*, CLARION_FCM_*), not in the file".into());
         }
-        app.check().map_err(|err| format!("app `{id}`: {err}"))?;
+        let toml::Value::Table(app) = app else {
+            return Err(format!("app `{id}`: must be a table (`[apps.{id}]`)"));
+        };
+        let app = AppCredentials::from_table(app).map_err(|err| format!("app `{id}`: {err}"))?;
+        if let Some(check) = check {
+            check(&app).map_err(|err| format!("app `{id}`: {err}"))?;
+        }
+        table.insert(id, app);
     }
-    Ok(content.apps)
+    Ok(table)
 }
 
 /// The apps file, read again when looked at after [`RECHECK`].
 pub struct AppsFile {
     path: Option<PathBuf>,
+    /// The channels' checks, applied to every reading.
+    check: Option<AppCheck>,
     state: Mutex<Reading>,
 }
 
@@ -128,10 +175,17 @@ struct Reading {
 }
 
 impl AppsFile {
-    /// Reads `path` (none: only the default app exists).
+    /// Reads `path` (none: only the default app exists), checking the
+    /// file's shape only.
     pub fn open(path: Option<&Path>) -> Result<Self, String> {
+        Self::open_checked(path, None)
+    }
+
+    /// Reads `path`, and checks every app with `check` at each reading (a
+    /// reading with an app `check` refuses is not valid).
+    pub fn open_checked(path: Option<&Path>, check: Option<AppCheck>) -> Result<Self, String> {
         let (text, apps) = match path {
-            Some(path) => read(path)?,
+            Some(path) => read(path, check)?,
             None => (String::new(), AppTable::new()),
         };
         if let Some(path) = path {
@@ -139,6 +193,7 @@ impl AppsFile {
         }
         Ok(Self {
             path: path.map(Path::to_path_buf),
+            check,
             state: Mutex::new(Reading {
                 checked: Instant::now(),
                 text,
@@ -197,7 +252,7 @@ impl AppsFile {
         match read {
             Ok(text) if text == state.text => {}
             Ok(text) => {
-                match parse(&text) {
+                match parse_checked(&text, self.check) {
                     Ok(apps) => {
                         info!(path = %path.display(), apps = apps.len(), "apps file changed; its apps are in force");
                         state.apps = apps;
@@ -216,10 +271,11 @@ impl AppsFile {
     }
 }
 
-fn read(path: &Path) -> Result<(String, AppTable), String> {
+fn read(path: &Path, check: Option<AppCheck>) -> Result<(String, AppTable), String> {
     let text = std::fs::read_to_string(path)
         .map_err(|err| format!("cannot read the apps file {}: {err}", path.display()))?;
-    let apps = parse(&text).map_err(|err| format!("the apps file {}: {err}", path.display()))?;
+    let apps =
+        parse_checked(&text, check).map_err(|err| format!("the apps file {}: {err}", path.display()))?;
     Ok((text, apps))
 }
 
@@ -238,12 +294,43 @@ apns_team_id = "T"
 fcm_credentials_file = "/sa.json"
 "#;
 
+    /// The same two apps in the sub-table form.
+    const TWO_APPS_IN_TABLES: &str = r#"
+[apps.puzzles.apns]
+topic = "com.example.puzzles"
+key_file = "/k.p8"
+key_id = "K"
+team_id = "T"
+
+[apps.beta.fcm]
+credentials_file = "/sa.json"
+"#;
+
     #[test]
     fn an_app_may_serve_one_platform() {
         let apps = parse(TWO_APPS).unwrap();
-        assert!(apps["puzzles"].serves_apns() && !apps["puzzles"].serves_fcm());
-        assert!(apps["beta"].serves_fcm() && !apps["beta"].serves_apns());
         assert!(apps["puzzles"].serves(Platform::Ios) && !apps["puzzles"].serves(Platform::Android));
+        assert!(apps["beta"].serves(Platform::Android) && !apps["beta"].serves(Platform::Ios));
+    }
+
+    #[test]
+    fn the_flat_keys_and_the_channel_tables_read_the_same() {
+        let flat = parse(TWO_APPS).unwrap();
+        assert_eq!(flat, parse(TWO_APPS_IN_TABLES).unwrap());
+        let apns = flat["puzzles"].channel("apns").unwrap();
+        assert_eq!(apns["topic"].as_str(), Some("com.example.puzzles"));
+        assert_eq!(apns.len(), 4);
+        assert_eq!(
+            flat["beta"].channel("fcm").unwrap()["credentials_file"].as_str(),
+            Some("/sa.json")
+        );
+    }
+
+    #[test]
+    fn each_channel_may_use_its_own_form() {
+        let apps =
+            parse("[apps.a]\napns_topic = \"t\"\n[apps.a.fcm]\ncredentials_file = \"/sa.json\"").unwrap();
+        assert!(apps["a"].serves(Platform::Ios) && apps["a"].serves(Platform::Android));
     }
 
     #[test]
@@ -254,13 +341,38 @@ fcm_credentials_file = "/sa.json"
                 "single-app settings",
             ),
             ("[apps.Bad]\nfcm_credentials_file = \"/x\"", "not an app id"),
-            ("[apps.a]\napns_topic = \"t\"", "go together"),
-            ("[apps.a]\napns_endpoint = \"https://x\"", "neither"),
-            ("[apps.a]\nfcm_credentials = \"/x\"", "unknown field"),
+            ("[apps.a]\n", "settings for no channel"),
+            (
+                "[apps.a]\nweb_endpoint = \"https://x\"",
+                "unknown field `web_endpoint`",
+            ),
+            ("[apps.a]\ntopic = \"t\"", "unknown field `topic`"),
+            ("[apps.a]\napns = \"t\"", "unknown field `apns`"),
+            ("apps = 1", "table of apps"),
+            ("[apps]\na = 1", "must be a table"),
+            ("[other]\na = 1", "unknown field `other`"),
+            (
+                "[apps.a]\napns_topic = \"t\"\n[apps.a.apns]\nkey_id = \"K\"",
+                "both as a `apns` table and as flat `apns_*` keys",
+            ),
+            ("not toml [", "TOML parse error"),
         ] {
             let err = parse(text).unwrap_err();
             assert!(err.contains(reason), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn the_channels_check_refuses_an_app_by_name() {
+        fn no_sandbox(app: &AppCredentials) -> Result<(), String> {
+            match app.channel("apns").and_then(|apns| apns.get("sandbox_endpoint")) {
+                Some(_) => Err("no sandbox here".into()),
+                None => Ok(()),
+            }
+        }
+        assert!(parse_checked(TWO_APPS, Some(no_sandbox)).is_ok());
+        let err = parse_checked("[apps.a.apns]\nsandbox_endpoint = \"x\"", Some(no_sandbox)).unwrap_err();
+        assert_eq!(err, "app `a`: no sandbox here");
     }
 
     #[test]
@@ -280,6 +392,13 @@ fcm_credentials_file = "/sa.json"
         std::fs::write(&path, "not toml [").unwrap();
         file.state.lock().unwrap().checked -= RECHECK;
         assert!(file.knows("puzzles"), "a broken file keeps the apps read before");
+        std::fs::write(&path, TWO_APPS_IN_TABLES).unwrap();
+        file.state.lock().unwrap().checked -= RECHECK;
+        assert_eq!(
+            file.serving(Platform::Ios),
+            ["puzzles"],
+            "the same apps in tables"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

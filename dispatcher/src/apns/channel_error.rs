@@ -12,6 +12,9 @@ pub enum ApnsError {
     Missing(&'static str),
     #[error("CLARION_APNS_TOPIC is not a valid header value")]
     Topic,
+    /// An app's `apns` settings in the apps file cannot be used.
+    #[error("apns: {0}")]
+    AppTable(String),
     #[error(transparent)]
     Endpoint(#[from] PoolError),
     #[error(transparent)]

@@ -11,13 +11,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use clarion_proto::{ApnsEnvironment, Platform, TokenBatch};
-use http::{HeaderValue, Method, Request};
+use http::{HeaderValue, Method, Request, Uri};
 use tracing::debug;
 
-use clarion_runtime::apps::AppCredentials;
-
 use crate::channel::{Attempt, PushChannel, Transport};
-use crate::config::Settings;
 use crate::http2::Http2Pool;
 pub use channel_error::ApnsError;
 use payload::PreparedApns;
@@ -27,10 +24,14 @@ use token::ProviderToken;
 /// The path of a push, before the device token.
 const DEVICE_PATH: &str = "/3/device/";
 
-/// Apple's production endpoint, for an app that names none.
-pub const APPLE_PRODUCTION: &str = "https://api.push.apple.com";
-/// Apple's sandbox endpoint, for an app that names none.
-pub const APPLE_SANDBOX: &str = "https://api.sandbox.push.apple.com";
+/// The URI of a push to `token` on `pool`'s origin.
+fn device_uri(pool: &Http2Pool, token: &str) -> Result<Uri, http::Error> {
+    // Built by hand: `format!` costs more than the two copies.
+    let mut path = String::with_capacity(DEVICE_PATH.len() + token.len());
+    path.push_str(DEVICE_PATH);
+    path.push_str(token);
+    pool.uri(path)
+}
 
 pub struct ApnsChannel {
     production: Http2Pool,
@@ -87,31 +88,22 @@ impl PushChannel for ApnsChannel {
     const DEFAULT_APP_SETTINGS: &'static str =
         "CLARION_APNS_KEY_FILE, CLARION_APNS_KEY_ID, CLARION_APNS_TEAM_ID and CLARION_APNS_TOPIC";
 
-    fn default_configured(settings: &Settings) -> bool {
-        let apns = &settings.apns;
-        apns.key_file.is_some() || apns.key_id.is_some() || apns.team_id.is_some() || apns.topic.is_some()
+    type Settings = ApnsSettings;
+
+    fn default_configured(settings: &ApnsSettings) -> bool {
+        settings.default_configured()
     }
 
-    async fn connect(settings: &Settings, transport: Transport) -> Result<Self, ApnsError> {
-        Self::new(&settings.apns, transport)
+    async fn connect(settings: &ApnsSettings, transport: Transport) -> Result<Self, ApnsError> {
+        Self::new(settings, transport)
     }
 
-    fn for_app(settings: &Settings, app: &AppCredentials) -> Option<Settings> {
-        let mut for_app = settings.clone();
-        let apns = &mut for_app.apns;
-        apns.topic = Some(app.apns_topic.clone()?);
-        apns.key_file = app.apns_key_file.clone();
-        apns.key_id = app.apns_key_id.clone();
-        apns.team_id = app.apns_team_id.clone();
-        apns.endpoint = app
-            .apns_endpoint
-            .clone()
-            .unwrap_or_else(|| APPLE_PRODUCTION.to_owned());
-        apns.sandbox_endpoint = app
-            .apns_sandbox_endpoint
-            .clone()
-            .unwrap_or_else(|| APPLE_SANDBOX.to_owned());
-        Some(for_app)
+    fn check_app(table: &toml::Table) -> Result<(), ApnsError> {
+        settings::check_app(table)
+    }
+
+    fn for_app(settings: &ApnsSettings, table: &toml::Table) -> Result<ApnsSettings, ApnsError> {
+        settings.for_app(table)
     }
 
     fn prepare(&self, batch: &TokenBatch) -> Result<ApnsPush, ApnsError> {
@@ -126,19 +118,26 @@ impl PushChannel for ApnsChannel {
             ApnsEnvironment::Production => &self.production,
             ApnsEnvironment::Sandbox => &self.sandbox,
         };
-        // Built by hand: `format!` costs more than the two copies.
-        let mut path = String::with_capacity(DEVICE_PATH.len() + token.len());
-        path.push_str(DEVICE_PATH);
-        path.push_str(token);
-        let Ok(uri) = pool.uri(path) else {
+        let Ok(uri) = device_uri(pool, token) else {
             return Attempt::Invalid("BadDeviceToken");
         };
-        let mut request = Request::new(());
-        *request.method_mut() = Method::POST;
-        *request.uri_mut() = uri;
-        let headers = request.headers_mut();
-        headers.clone_from(&push.payload.headers);
-        headers.insert(http::header::AUTHORIZATION, self.token.header());
+        // The URI built above serves the first attempt; a request sent
+        // again on a fresh connection (the server never processed it)
+        // builds its own.
+        let mut first = Some(uri);
+        let request = || {
+            let uri = first
+                .take()
+                .or_else(|| device_uri(pool, token).ok())
+                .unwrap_or_default();
+            let mut request = Request::new(());
+            *request.method_mut() = Method::POST;
+            *request.uri_mut() = uri;
+            let headers = request.headers_mut();
+            headers.clone_from(&push.payload.headers);
+            headers.insert(http::header::AUTHORIZATION, self.token.header());
+            request
+        };
         match pool.send(request, Bytes::clone(&push.payload.body)).await {
             Ok(response) => errors::classify(response.status, &response.headers, &response.body),
             Err(err) => {

@@ -8,6 +8,9 @@ use super::auth::AuthError;
 pub enum FcmError {
     #[error("CLARION_FCM_CREDENTIALS_FILE is required for --platform android")]
     MissingCredentials,
+    /// An app's `fcm` settings in the apps file cannot be used.
+    #[error("fcm: {0}")]
+    AppTable(String),
     #[error("no Firebase project: set CLARION_FCM_PROJECT_ID or use credentials with a project_id")]
     NoProject,
     #[error("{0:?} is not a usable Firebase project id")]

@@ -11,18 +11,12 @@ use clarion_proto::{Platform, TokenBatch};
 use http::{HeaderValue, Method, Request, Uri};
 use tracing::{debug, warn};
 
-use clarion_runtime::apps::AppCredentials;
-
 use crate::channel::{Attempt, PushChannel, Transport};
-use crate::config::Settings;
 use crate::http2::Http2Pool;
 use auth::FcmAuth;
 pub use channel_error::FcmError;
 use message::PreparedFcm;
 pub use settings::FcmSettings;
-
-/// Google's FCM endpoint, for an app that names none.
-pub const GOOGLE_FCM: &str = "https://fcm.googleapis.com";
 
 pub struct FcmChannel {
     pool: Http2Pool,
@@ -83,21 +77,26 @@ impl PushChannel for FcmChannel {
     const SETTINGS_TO_CHECK: &'static str = "the endpoint, service account and Firebase project";
     const DEFAULT_APP_SETTINGS: &'static str = "CLARION_FCM_CREDENTIALS_FILE (and CLARION_FCM_PROJECT_ID)";
 
-    fn default_configured(settings: &Settings) -> bool {
-        settings.fcm.credentials_file.is_some()
+    type Settings = FcmSettings;
+
+    fn default_configured(settings: &FcmSettings) -> bool {
+        settings.default_configured()
     }
 
-    async fn connect(settings: &Settings, transport: Transport) -> Result<Self, FcmError> {
-        Self::new(&settings.fcm, transport).await
+    async fn connect(settings: &FcmSettings, transport: Transport) -> Result<Self, FcmError> {
+        Self::new(settings, transport).await
     }
 
-    fn for_app(settings: &Settings, app: &AppCredentials) -> Option<Settings> {
-        let mut for_app = settings.clone();
-        let fcm = &mut for_app.fcm;
-        fcm.credentials_file = Some(app.fcm_credentials_file.clone()?);
-        fcm.project_id = app.fcm_project_id.clone();
-        fcm.endpoint = app.fcm_endpoint.clone().unwrap_or_else(|| GOOGLE_FCM.to_owned());
-        Some(for_app)
+    fn check_app(table: &toml::Table) -> Result<(), FcmError> {
+        settings::check_app(table)
+    }
+
+    fn for_app(settings: &FcmSettings, table: &toml::Table) -> Result<FcmSettings, FcmError> {
+        settings.for_app(table)
+    }
+
+    fn quota_per_minute(settings: &FcmSettings) -> u64 {
+        settings.quota_per_minute
     }
 
     fn prepare(&self, batch: &TokenBatch) -> Result<PreparedFcm, FcmError> {
@@ -120,15 +119,18 @@ impl PushChannel for FcmChannel {
                 };
             }
         };
-        let mut request = Request::new(());
-        *request.method_mut() = Method::POST;
-        *request.uri_mut() = self.uri.clone();
-        let headers = request.headers_mut();
-        headers.insert(http::header::AUTHORIZATION, authorization);
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
+        let request = || {
+            let mut request = Request::new(());
+            *request.method_mut() = Method::POST;
+            *request.uri_mut() = self.uri.clone();
+            let headers = request.headers_mut();
+            headers.insert(http::header::AUTHORIZATION, authorization.clone());
+            headers.insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            request
+        };
         match self.pool.send(request, prepared.body(token)).await {
             Ok(response) => errors::classify(response.status, &response.headers, &response.body),
             Err(err) => {

@@ -6,7 +6,12 @@
 //! leaves the rotation ("retired") and is replaced on next use when:
 //! - the server sends GOAWAY: it takes no new stream, but the streams it
 //!   already carries finish (it drains); a request that finds it going away
-//!   before its stream was opened goes to a fresh connection at once;
+//!   before its stream was opened goes to a fresh connection at once, and
+//!   so does one whose stream the server says it never processed (a GOAWAY
+//!   with NO_ERROR whose last stream id is below it, or REFUSED_STREAM:
+//!   RFC 9113 §8.7, safe to send again), at most `REROUTES` times; the
+//!   request is built again for that (h2 consumes it), so callers give a
+//!   function that builds it;
 //! - it breaks (I/O error, the server closed it);
 //! - it is dead though still open, as a black-holed route looks: it misses
 //!   the answer to a PING (one every `ping_interval`, answered within
@@ -25,6 +30,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 use bytes::{Bytes, BytesMut};
+use h2::Reason;
 use h2::client::SendRequest;
 use h2::{Ping, PingPong};
 use http::uri::{Authority, PathAndQuery, Scheme};
@@ -43,8 +49,8 @@ use crate::metrics;
 const STREAM_WINDOW: u32 = 1 << 20;
 const CONNECTION_WINDOW: u32 = 16 << 20;
 /// Times one request moves on to another connection because the one it was
-/// given went away before the request could leave: each move opens a fresh
-/// connection, so two are plenty.
+/// given went away before the request could leave, or before the server
+/// processed it: each move opens a fresh connection, so two are plenty.
 const REROUTES: u32 = 2;
 
 /// How many connections, streams and how long to wait.
@@ -284,8 +290,14 @@ impl Http2Pool {
     }
 
     /// Sends one request and reads the whole answer, all within the
-    /// timeout (connecting included).
-    pub async fn send(&self, request: Request<()>, body: Bytes) -> Result<Response, TransportError> {
+    /// timeout (connecting included). `request` builds the request: once,
+    /// unless the first connection it was sent on went away without the
+    /// server processing it (then once per connection it goes to).
+    pub async fn send(
+        &self,
+        request: impl FnMut() -> Request<()>,
+        body: Bytes,
+    ) -> Result<Response, TransportError> {
         self.in_flight.increment(1.0);
         // The connection the request was sent on, once it was.
         let mut sent_on = None;
@@ -323,14 +335,47 @@ impl Http2Pool {
         connection.task.abort();
     }
 
+    /// Sends the request, on another connection again when the server did
+    /// not process it (see [`never_processed`]), at most [`REROUTES`] moves.
     async fn exchange(
         &self,
-        request: Request<()>,
+        mut request: impl FnMut() -> Request<()>,
         body: Bytes,
         sent_on: &mut Option<Arc<Connection>>,
     ) -> Result<Response, TransportError> {
         let mut rerouted = 0;
-        let (connection, _stream, mut sender) = loop {
+        loop {
+            let (connection, _stream, sender) = self.ready(&mut rerouted).await?;
+            match self
+                .exchange_on(&connection, sender, request(), body.clone(), sent_on)
+                .await
+            {
+                Ok(response) => return Ok(response),
+                Err(Failure::Unprocessed(err)) if rerouted < REROUTES => {
+                    debug!(origin = %self.origin, connection = connection.number, error = %err, "request not processed by the server; sending it again");
+                    rerouted += 1;
+                }
+                Err(Failure::Unprocessed(err)) => return Err(transport_error(err)),
+                Err(Failure::Failed(err)) => return Err(err),
+            }
+        }
+    }
+
+    /// A connection ready for a new stream, and the stream's permit: one
+    /// that went away or broke before the request left is left for a fresh
+    /// one (counted in `rerouted`).
+    async fn ready(
+        &self,
+        rerouted: &mut u32,
+    ) -> Result<
+        (
+            Arc<Connection>,
+            tokio::sync::OwnedSemaphorePermit,
+            SendRequest<Bytes>,
+        ),
+        TransportError,
+    > {
+        loop {
             let connection = self.connection().await?;
             let stream = connection
                 .streams
@@ -339,38 +384,51 @@ impl Http2Pool {
                 .await
                 .map_err(|_| TransportError::Connection("connection closed".into()))?;
             match connection.sender.clone().ready().await {
-                Ok(sender) => break (connection, stream, sender),
+                Ok(sender) => return Ok((connection, stream, sender)),
                 // Gone away or broken before this request left: nothing was
                 // sent, so it can go elsewhere right away.
                 Err(err) => {
                     self.retire(&connection, &err);
-                    if rerouted == REROUTES {
+                    if *rerouted == REROUTES {
                         return Err(TransportError::Connection(err.to_string()));
                     }
-                    rerouted += 1;
+                    *rerouted += 1;
                 }
             }
-        };
-        let broken = |err: h2::Error| {
-            if err.is_go_away() || err.is_io() || err.reason().is_none() {
-                self.retire(&connection, &err);
-                TransportError::Connection(err.to_string())
+        }
+    }
+
+    /// One exchange on `connection`.
+    async fn exchange_on(
+        &self,
+        connection: &Arc<Connection>,
+        mut sender: SendRequest<Bytes>,
+        request: Request<()>,
+        body: Bytes,
+        sent_on: &mut Option<Arc<Connection>>,
+    ) -> Result<Response, Failure> {
+        let failed = |err: h2::Error| {
+            if connection_level(&err) {
+                self.retire(connection, &err);
+            }
+            if never_processed(&err) {
+                Failure::Unprocessed(err)
             } else {
-                TransportError::Stream(err.to_string())
+                Failure::Failed(transport_error(err))
             }
         };
         let end_of_stream = body.is_empty();
-        let (response, mut stream) = sender.send_request(request, end_of_stream).map_err(broken)?;
+        let (response, mut stream) = sender.send_request(request, end_of_stream).map_err(failed)?;
         *sent_on = Some(connection.clone());
         if !end_of_stream {
-            stream.send_data(body, true).map_err(broken)?;
+            stream.send_data(body, true).map_err(failed)?;
         }
-        let response = response.await.map_err(broken)?;
+        let response = response.await.map_err(failed)?;
         connection.answered();
         let (parts, mut received) = response.into_parts();
         let mut data = BytesMut::new();
         while let Some(chunk) = received.data().await {
-            let chunk = chunk.map_err(broken)?;
+            let chunk = chunk.map_err(failed)?;
             let _ = received.flow_control().release_capacity(chunk.len());
             data.extend_from_slice(&chunk);
         }
@@ -468,6 +526,40 @@ impl Http2Pool {
             streams: Arc::new(tokio::sync::Semaphore::new(self.max_streams)),
             number,
         })
+    }
+}
+
+/// Why one exchange on a connection got no answer.
+enum Failure {
+    /// The server says it never processed the request's stream: safe to
+    /// send again.
+    Unprocessed(h2::Error),
+    Failed(TransportError),
+}
+
+/// True when `err` is the server's word that it never processed the
+/// stream (RFC 9113 §8.7): a graceful GOAWAY (NO_ERROR) whose last stream
+/// id is below it, or a REFUSED_STREAM reset. Other errors may come after
+/// the server acted on the request, and are not sent again here.
+fn never_processed(err: &h2::Error) -> bool {
+    err.is_remote()
+        && match err.reason() {
+            Some(Reason::NO_ERROR) => err.is_go_away(),
+            Some(Reason::REFUSED_STREAM) => err.is_reset(),
+            _ => false,
+        }
+}
+
+/// The connection, not only the stream, is done for.
+fn connection_level(err: &h2::Error) -> bool {
+    err.is_go_away() || err.is_io() || err.reason().is_none()
+}
+
+fn transport_error(err: h2::Error) -> TransportError {
+    if connection_level(&err) {
+        TransportError::Connection(err.to_string())
+    } else {
+        TransportError::Stream(err.to_string())
     }
 }
 

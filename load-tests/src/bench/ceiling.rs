@@ -66,13 +66,17 @@ async fn apns_ceiling(mock: &ApnsMock, plan: CeilingPlan) -> Result<CeilingRun> 
     let device = "0123456789abcdef".repeat(4);
     let uri = pool.uri(format!("/3/device/{device}"))?;
     drive(plan, move || {
-        let mut request = Request::new(());
-        *request.method_mut() = Method::POST;
-        *request.uri_mut() = uri.clone();
-        let headers = request.headers_mut();
-        headers.insert("apns-topic", topic.clone());
-        headers.insert("apns-push-type", HeaderValue::from_static("alert"));
-        headers.insert(http::header::AUTHORIZATION, token.header());
+        let (uri, topic, authorization) = (uri.clone(), topic.clone(), token.header());
+        let request = move || {
+            let mut request = Request::new(());
+            *request.method_mut() = Method::POST;
+            *request.uri_mut() = uri.clone();
+            let headers = request.headers_mut();
+            headers.insert("apns-topic", topic.clone());
+            headers.insert("apns-push-type", HeaderValue::from_static("alert"));
+            headers.insert(http::header::AUTHORIZATION, authorization.clone());
+            request
+        };
         let pool = pool.clone();
         let body = body.clone();
         async move { pool.send(request, body).await.is_ok_and(|r| r.status == 200) }
@@ -99,15 +103,19 @@ async fn fcm_ceiling(mock: &FcmMock, plan: CeilingPlan) -> Result<CeilingRun> {
         .uri(format!("/v1/projects/{}/messages:send", mock.project_id))
         .context("the FCM URI")?;
     drive(plan, move || {
-        let mut request = Request::new(());
-        *request.method_mut() = Method::POST;
-        *request.uri_mut() = uri.clone();
-        let headers = request.headers_mut();
-        headers.insert(http::header::AUTHORIZATION, authorization.clone());
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
+        let (uri, authorization) = (uri.clone(), authorization.clone());
+        let request = move || {
+            let mut request = Request::new(());
+            *request.method_mut() = Method::POST;
+            *request.uri_mut() = uri.clone();
+            let headers = request.headers_mut();
+            headers.insert(http::header::AUTHORIZATION, authorization.clone());
+            headers.insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            request
+        };
         let pool = pool.clone();
         let body = body.clone();
         async move { pool.send(request, body).await.is_ok_and(|r| r.status == 200) }

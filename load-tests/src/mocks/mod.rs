@@ -39,13 +39,13 @@ pub(crate) fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// The apps file table (`[apps.<app>]`, see `CLARION_APPS_FILE`) of an app
-/// whose Apple and Google are these mocks.
+/// The apps file tables (`[apps.<app>.apns]`, `[apps.<app>.fcm]`, see
+/// `CLARION_APPS_FILE`) of an app whose Apple and Google are these mocks.
 pub fn apps_file_table(app: &str, apns: &ApnsMock, fcm: &FcmMock) -> String {
     format!(
-        "[apps.{app}]\napns_topic = {topic:?}\napns_key_file = {key:?}\napns_key_id = {key_id:?}\n\
-         apns_team_id = {team:?}\napns_endpoint = {endpoint:?}\napns_sandbox_endpoint = {endpoint:?}\n\
-         fcm_credentials_file = {credentials:?}\nfcm_endpoint = {fcm_endpoint:?}\n",
+        "[apps.{app}.apns]\ntopic = {topic:?}\nkey_file = {key:?}\nkey_id = {key_id:?}\n\
+         team_id = {team:?}\nendpoint = {endpoint:?}\nsandbox_endpoint = {endpoint:?}\n\
+         [apps.{app}.fcm]\ncredentials_file = {credentials:?}\nendpoint = {fcm_endpoint:?}\n",
         topic = apns.bundle_id,
         key = apns.key_file.display().to_string(),
         key_id = apns.key_id,
