@@ -149,8 +149,9 @@ async fn platform_counters_move_to_their_own_rows_exactly() {
 
     let applied = migrations::run(&db.url).await.unwrap();
     assert_eq!(
-        applied,
-        ["V17__platforms_as_data", "V18__platform_checks_validated"]
+        applied[..2],
+        ["V17__platforms_as_data", "V18__platform_checks_validated"],
+        "the platform migrations come next (later ones may follow)"
     );
 
     for (n, id) in ids.iter().enumerate() {
