@@ -18,7 +18,7 @@ use crate::auth::{DEV_API_KEY, KeySet, file};
 
 /// What start-up says when no keys are configured.
 pub const NO_KEYS: &str = "no API keys configured: set CLARION_API_KEYS (`key=scope+scope,...`) or \
-     CLARION_API_KEYS_FILE (a TOML file with one [keys.<name>] table per key, see the README); \
+     CLARION_API_KEYS_FILE (a TOML file with one [keys.<name>] table per key, see docs/src/operate/api-keys.md); \
      on a developer machine, pass --dev (or CLARION_DEV=1) to accept the development key `dev-admin-key`";
 
 #[derive(Debug, Clone, Parser)]

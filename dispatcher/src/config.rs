@@ -33,10 +33,11 @@ pub struct Settings {
     pub http_addr: SocketAddr,
 
     /// Apps beside (or instead of) `default`, which the APNs / FCM settings
-    /// here define when given: a TOML file with one `[apps.<id>]` table of
-    /// credentials each, re-read when it changes (see the README, "Several
-    /// apps"). The dispatcher serves every app with its platform's
-    /// credentials, and does not start without one.
+    /// here define when given: a TOML file with one `[apps.<id>]` table
+    /// each, its credentials in a table per channel (`[apps.<id>.apns]`,
+    /// `[apps.<id>.fcm]`), re-read when it changes (see the book's
+    /// docs/src/operate/apps.md). The dispatcher serves every app with its
+    /// platform's credentials, and does not start without one.
     #[arg(long = "apps-file", env = "CLARION_APPS_FILE")]
     pub apps_file: Option<std::path::PathBuf>,
 

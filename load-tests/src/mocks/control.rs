@@ -1,7 +1,7 @@
 //! The control API every mock serves on its own plain-HTTP port:
 //!
 //! - `GET /stats` — totals, per-status counts, duplicates, latency, and
-//!   what the phones behind the mock reported when receipts are on ([`Stats`](super::accounting::Stats));
+//!   what the phones behind the mock reported when receipts are on ([`Stats`]);
 //! - `POST /lookup` `{"tokens": [...]}` — per-token push counts;
 //! - `GET` / `PUT /faults` — the fault settings ([`FaultConfig`]);
 //! - `GET /sample` — the body of the last accepted push;
