@@ -31,6 +31,7 @@ const WRITE_DEADLINE: Duration = Duration::from_secs(10);
 /// One device's word about one notification.
 #[derive(Debug, Deserialize, ToSchema)]
 #[allow(dead_code)]
+#[serde(deny_unknown_fields)]
 pub struct ReceiptItem {
     /// The `notification_id` the push carried.
     #[schema(example = "6f1c2a9e-1d2b-4c3d-9e8f-0a1b2c3d4e5f")]
@@ -56,6 +57,7 @@ pub enum ReceiptEvent {
 
 /// Receipts a device (or an app's backend) sends, 1 to 500.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[allow(dead_code)]
 pub struct ReceiptsRequest {
     #[schema(min_items = 1, max_items = 500)]
