@@ -87,18 +87,16 @@ pub async fn insert_received(
     id: Uuid,
     rows: &[(String, DateTime<Utc>)],
 ) -> Result<HashMap<String, DateTime<Utc>>, StoreError> {
-    let (tokens, times): (Vec<&str>, Vec<DateTime<Utc>>) =
-        rows.iter().map(|(t, at)| (t.as_str(), *at)).unzip();
-    let inserted = client
-        .query(
-            "INSERT INTO device_receipts (notification_id, token, received_at)
-             SELECT $1, token, at FROM unnest($2::text[], $3::timestamptz[]) AS r(token, at)
-             ON CONFLICT (notification_id, token) DO NOTHING
-             RETURNING token, received_at",
-            &[&id, &tokens, &times],
-        )
-        .await?;
-    Ok(inserted.iter().map(|row| (row.get(0), row.get(1))).collect())
+    token_times(
+        client,
+        "INSERT INTO device_receipts (notification_id, token, received_at)
+         SELECT $1, token, at FROM unnest($2::text[], $3::timestamptz[]) AS r(token, at)
+         ON CONFLICT (notification_id, token) DO NOTHING
+         RETURNING token, received_at",
+        id,
+        rows,
+    )
+    .await
 }
 
 /// Sets `opened_at` of each device's row that has none; returns the ones
@@ -108,18 +106,30 @@ pub async fn mark_opened(
     id: Uuid,
     rows: &[(String, DateTime<Utc>)],
 ) -> Result<HashMap<String, DateTime<Utc>>, StoreError> {
+    token_times(
+        client,
+        "UPDATE device_receipts d SET opened_at = r.at
+           FROM unnest($2::text[], $3::timestamptz[]) AS r(token, at)
+          WHERE d.notification_id = $1 AND d.token = r.token AND d.opened_at IS NULL
+         RETURNING d.token, d.opened_at",
+        id,
+        rows,
+    )
+    .await
+}
+
+/// Runs `sql` over notification `id` ($1) and `rows` as two arrays
+/// (tokens $2, times $3); returns the `(token, time)` rows it gives back.
+async fn token_times(
+    client: &impl GenericClient,
+    sql: &str,
+    id: Uuid,
+    rows: &[(String, DateTime<Utc>)],
+) -> Result<HashMap<String, DateTime<Utc>>, StoreError> {
     let (tokens, times): (Vec<&str>, Vec<DateTime<Utc>>) =
         rows.iter().map(|(t, at)| (t.as_str(), *at)).unzip();
-    let updated = client
-        .query(
-            "UPDATE device_receipts d SET opened_at = r.at
-               FROM unnest($2::text[], $3::timestamptz[]) AS r(token, at)
-              WHERE d.notification_id = $1 AND d.token = r.token AND d.opened_at IS NULL
-             RETURNING d.token, d.opened_at",
-            &[&id, &tokens, &times],
-        )
-        .await?;
-    Ok(updated.iter().map(|row| (row.get(0), row.get(1))).collect())
+    let returned = client.query(sql, &[&id, &tokens, &times]).await?;
+    Ok(returned.iter().map(|row| (row.get(0), row.get(1))).collect())
 }
 
 /// What one request adds to a notification's aggregates.
