@@ -5,6 +5,7 @@
 pub mod api_check;
 pub mod ceiling;
 pub mod chaos;
+pub mod device_side;
 pub mod dispatcher_cost;
 pub mod harvest;
 pub mod mocks;

@@ -2,7 +2,8 @@
 //! processes) against the mocks, send one notification and measure, from
 //! the mocks' own counters, how fast it reached the devices; then measure
 //! the dispatchers alone (batches already queued) and the ceiling of the
-//! same mocks, and write the report and the plot.
+//! same mocks, and write the report and the plot. A panel of the audience
+//! reports receipts meanwhile, for the device-side t90 ([`device_side`]).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -13,6 +14,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::ceiling::{self, CeilingPlan, CeilingRun};
+use super::device_side::{self, DeviceSide};
 use super::mocks::h2load_apns;
 use super::{AudienceArgs, git_commit, load_audience, plot, write_json};
 use crate::audience::{AudienceShape, Layout, localizations};
@@ -123,6 +125,8 @@ pub struct Report {
     pub t99_s: Option<f64>,
     pub t100_s: Option<f64>,
     pub ninety_in_two: bool,
+    /// What the receipts panel's phones reported: the device-side 90in2.
+    pub device: DeviceSide,
     /// Sustained end-to-end rate: pushes between 10% and 90% of the audience.
     pub pushes_per_s: f64,
     /// Both mocks driven at once by minimal clients on Clarion's transport.
@@ -290,6 +294,7 @@ pub async fn run(args: RunArgs) -> Result<Report> {
         t99_s: at(0.99),
         t100_s: at(1.0),
         ninety_in_two: t90.is_some_and(|t| t <= 120.0),
+        device: measured.device,
         pushes_per_s,
         ceiling_per_s,
         dispatcher_per_s,
@@ -341,6 +346,7 @@ struct Measured {
     end_to_end: Vec<(f64, u64)>,
     dispatcher_alone: Option<Vec<(f64, u64)>>,
     status: Value,
+    device: DeviceSide,
     processes: ProcessUsage,
     payloads_prepared: Option<u64>,
     batches_delivered: Option<u64>,
@@ -381,13 +387,29 @@ async fn measure(
     let accepted =
         || apns.state.accounting.counters().unique_tokens + fcm.state.accounting.counters().unique_tokens;
 
+    device_side::start_panel(&args.audience.database_url, cluster, apns, fcm).await?;
     println!("end to end: sending");
     let mocks_cpu_before = own_threads_cpu_s(MOCK_THREAD_PREFIX);
     let services_before = ServicesCpu::read();
     let sent = Instant::now();
     let ids = send_per_app(cluster, args, "90in2").await?;
     let expected = args.audience.devices * u64::from(args.apps);
-    let (curve, statuses) = follow(cluster, &ids, expected, sent, timeout, &accepted).await?;
+    let (curve, _) = follow(cluster, &ids, expected, sent, timeout, &accepted).await?;
+    // CPU over the send itself, before the wait for the panel's receipts.
+    let services_used = ServicesCpu::read().since(services_before);
+    let pids = [
+        cluster.coordinator.pid(),
+        cluster.harvesters.first().and_then(|h| h.pid()),
+        cluster.dispatchers.first().and_then(|d| d.pid()),
+        cluster.dispatchers.get(1).and_then(|d| d.pid()),
+    ];
+    let processes = ProcessUsage {
+        clarion: pids.map(|pid| pid.and_then(usage).unwrap_or_default()),
+        mocks_cpu_s: own_threads_cpu_s(MOCK_THREAD_PREFIX) - mocks_cpu_before,
+        postgres_cpu_s: services_used.postgres_s,
+        rabbitmq_cpu_s: services_used.rabbitmq_s,
+    };
+    let (statuses, device) = device_side::wait_for_panel(cluster, &ids).await?;
     let total = |field: &dyn Fn(&Value) -> u64| statuses.iter().map(field).sum::<u64>();
     let audience = total(&|s| s["audience"]["total"].as_u64().unwrap_or(0));
     let gone = total(&|s| {
@@ -407,19 +429,6 @@ async fn measure(
     let status = match <[Value; 1]>::try_from(statuses) {
         Ok([one]) => one,
         Err(several) => Value::Array(several),
-    };
-    let pids = [
-        cluster.coordinator.pid(),
-        cluster.harvesters.first().and_then(|h| h.pid()),
-        cluster.dispatchers.first().and_then(|d| d.pid()),
-        cluster.dispatchers.get(1).and_then(|d| d.pid()),
-    ];
-    let services_used = ServicesCpu::read().since(services_before);
-    let processes = ProcessUsage {
-        clarion: pids.map(|pid| pid.and_then(usage).unwrap_or_default()),
-        mocks_cpu_s: own_threads_cpu_s(MOCK_THREAD_PREFIX) - mocks_cpu_before,
-        postgres_cpu_s: services_used.postgres_s,
-        rabbitmq_cpu_s: services_used.rabbitmq_s,
     };
 
     let dispatcher_alone = if args.skip_dispatcher_phase {
@@ -450,6 +459,7 @@ async fn measure(
         end_to_end: curve,
         dispatcher_alone,
         status,
+        device,
         processes,
         payloads_prepared,
         batches_delivered,
@@ -703,6 +713,15 @@ fn print_table(report: &Report) {
     println!(
         "  90in2             {}",
         if report.ninety_in_two { "yes" } else { "NO" }
+    );
+    let device = &report.device;
+    println!(
+        "  on phones         t50 / t90 / t99 {} / {} / {} ({} of {} panel phones received)",
+        s(device.t50_s),
+        s(device.t90_s),
+        s(device.t99_s),
+        device.received,
+        device.reporting
     );
     println!(
         "  end to end        {:.0} pushes/s ({:.2} × ceiling)",

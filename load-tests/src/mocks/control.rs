@@ -75,32 +75,49 @@ pub struct MockState {
     /// Whether accepted pushes are kept (tests read them; benchmarks turn
     /// it off: it costs the mock about a tenth of its CPU per push).
     keeping: std::sync::atomic::AtomicBool,
-    /// The phones behind the mock, when they report receipts.
-    phones: Option<Phones>,
+    /// The phones behind the mock, once they report receipts (from the
+    /// start, or from [`MockState::start_phones`]).
+    phones: std::sync::OnceLock<Phones>,
+    /// The mock's runtime, where the phones send from.
+    runtime: tokio::runtime::Handle,
 }
 
 impl MockState {
-    fn new(phones: Option<Phones>) -> Self {
+    fn new(runtime: tokio::runtime::Handle) -> Self {
         Self {
             accounting: Accounting::new(),
             faults: Faults::new(),
             received: std::sync::Mutex::new(std::collections::VecDeque::with_capacity(RECEIVED_KEPT)),
             keeping: std::sync::atomic::AtomicBool::new(true),
-            phones,
+            phones: std::sync::OnceLock::new(),
+            runtime,
         }
+    }
+
+    /// Switches the phones on: from now on they report the pushes the mock
+    /// accepts (the benchmark does this after its ceiling phase, once the
+    /// coordinator they report to runs). Refused when they are on already.
+    pub fn start_phones(&self, config: ReceiptsConfig) -> anyhow::Result<()> {
+        let phones = {
+            let _on_the_mock_runtime = self.runtime.enter();
+            Phones::start(config)?
+        };
+        self.phones
+            .set(phones)
+            .map_err(|_| anyhow::anyhow!("the phones behind this mock report receipts already"))
     }
 
     /// The mock accepted (answered 200) a push of `notification_id` to
     /// `token`: its phone reports it, when receipts are on.
     pub fn phones_accepted(&self, notification_id: uuid::Uuid, token: &str) {
-        if let Some(phones) = &self.phones {
+        if let Some(phones) = self.phones.get() {
             phones.accepted(notification_id, token);
         }
     }
 
     /// What the phones reported, when receipts are on.
     pub fn receipts(&self) -> Option<ReceiptStats> {
-        self.phones.as_ref().map(Phones::stats)
+        self.phones.get().map(Phones::stats)
     }
 
     /// The counters with the phones' receipts.
@@ -159,8 +176,10 @@ pub async fn start(
     addr: SocketAddr,
     receipts: Option<ReceiptsConfig>,
 ) -> anyhow::Result<(Arc<MockState>, Listener)> {
-    let phones = receipts.map(Phones::start).transpose()?;
-    let state = Arc::new(MockState::new(phones));
+    let state = Arc::new(MockState::new(tokio::runtime::Handle::current()));
+    if let Some(receipts) = receipts {
+        state.start_phones(receipts)?;
+    }
     let served = state.clone();
     let listener = serve_plain(addr, move |request| handle(served.clone(), request)).await?;
     Ok((state, listener))
@@ -190,7 +209,7 @@ async fn handle(state: Arc<MockState>, request: Request<Incoming>) -> Response<B
         },
         (Method::POST, "/reset") => {
             state.accounting.reset();
-            if let Some(phones) = &state.phones {
+            if let Some(phones) = state.phones.get() {
                 phones.reset();
             }
             state.faults.set(FaultConfig::default());

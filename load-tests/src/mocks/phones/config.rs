@@ -31,6 +31,11 @@ pub struct ReceiptsConfig {
     /// Seeds each phone's draws (with its notification id and token), so
     /// a run is repeatable whatever order the pushes arrive in.
     pub seed: u64,
+    /// Only the phones whose token ends with this report, when set: a panel
+    /// of the audience whose registrations say `receipts: true` (the 90in2
+    /// benchmark's panel is the tokens ending in `00`, one in 256). The
+    /// other phones are outside the reporting audience and stay silent.
+    pub panel_suffix: Option<String>,
     /// Share of phones that are online and report (0–1); the others never do.
     pub online_share: f64,
     /// From the push's acceptance to the phone's `received`.
@@ -74,6 +79,7 @@ impl ReceiptsConfig {
             url: url.into(),
             key: key.into(),
             seed: 0x90_12,
+            panel_suffix: None,
             online_share: 0.95,
             receive_delay: DelayDistribution {
                 median: Duration::from_secs(2),

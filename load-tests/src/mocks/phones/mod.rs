@@ -104,6 +104,11 @@ impl Shared {
     }
 
     fn accepted(&self, notification_id: Uuid, token: &str) {
+        if let Some(suffix) = &self.config.panel_suffix
+            && !token.ends_with(suffix.as_str())
+        {
+            return;
+        }
         let Fate::Reports {
             received_after,
             opened_after,
