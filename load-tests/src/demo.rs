@@ -24,7 +24,7 @@ use crate::local_cluster::{
     ADMIN_KEY, APP_KEY, DESK_KEY, LocalCluster, LocalClusterConfig, delete_namespace,
 };
 use crate::mocks::{
-    ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, OnOwnThread, ReceiptsConfig,
+    ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, OnOwnThread, ReceiptStats, ReceiptsConfig,
     apps_file_table, start_on_own_thread,
 };
 use crate::seed::{SeedPlan, app_id, connect, prepare_database, seed};
@@ -132,6 +132,11 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         },
         fresh: true,
         apps: args.apps,
+        // Every device reports receipts: the phones behind the mocks post
+        // them to the coordinator (its address is chosen below for that),
+        // and the report shows what the phones received beside what Apple
+        // and Google accepted.
+        receipts: true,
     };
     let seeded = seed(&client, &plan, true).await?;
     println!(
@@ -141,14 +146,6 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         seeded.elapsed.as_secs_f64()
     );
 
-    // Every seeded device reports receipts: the phones behind the mocks post
-    // them to the coordinator (its address is chosen now for that), and the
-    // report shows what the phones received beside what Apple and Google
-    // accepted.
-    client
-        .execute("UPDATE registrations SET receipts = true WHERE NOT receipts", &[])
-        .await
-        .context("marking the registrations as reporting receipts")?;
     let coordinator_addr = format!("127.0.0.1:{}", crate::process::free_port()?);
     let receipts = ReceiptsConfig::new(format!("http://{coordinator_addr}/api/v1/receipts"), APP_KEY);
     let mocks = AppMocks::start(
@@ -452,6 +449,17 @@ fn report(app: &str, status: &Value, mocks: &Mocks) {
         device["received_percent"],
         device["opened"],
         device["opened_percent"]
+    );
+    let phones = [mocks.apns.state.receipts(), mocks.fcm.state.receipts()];
+    let phones_sum = |field: fn(&ReceiptStats) -> u64| phones.iter().flatten().map(field).sum::<u64>();
+    println!(
+        "  phones' reports     {} receipts in {} requests ({} retries), {} still waiting, {} dropped, {} never reporting",
+        phones_sum(|s| s.received + s.opened),
+        phones_sum(|s| s.requests),
+        phones_sum(|s| s.retries),
+        phones_sum(|s| s.pending + s.in_flight),
+        phones_sum(|s| s.dropped),
+        phones_sum(|s| s.silent)
     );
     println!(
         "  t50 / t90 / t99     {} / {} / {}  (phones' receipts, from the send request)",

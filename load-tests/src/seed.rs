@@ -29,6 +29,9 @@ pub struct SeedPlan {
     /// How many apps get an audience of `devices` each (devices of their
     /// own): `default`, then [`app_id`] 1, 2, …
     pub apps: u32,
+    /// Every device's registration says `receipts: true` (the demo's phones
+    /// all report).
+    pub receipts: bool,
 }
 
 /// The id of the `index`th app of a seeded installation: `default`, then
@@ -83,7 +86,7 @@ pub async fn seed(client: &Client, plan: &SeedPlan, progress: bool) -> Result<Se
     );
     let sink = client
         .copy_in(
-            "COPY registrations (app, topic, shard, token, platform, apns_environment, locale) FROM STDIN",
+            "COPY registrations (app, topic, shard, token, platform, apns_environment, locale, receipts) FROM STDIN",
         )
         .await
         .context("starting COPY")?;
@@ -111,7 +114,7 @@ pub async fn seed(client: &Client, plan: &SeedPlan, progress: bool) -> Result<Se
                 buffer.put_slice(device.platform.as_str().as_bytes());
                 buffer.put_slice(b"\tproduction\t");
                 buffer.put_slice(device.locale.unwrap_or("\\N").as_bytes());
-                buffer.put_u8(b'\n');
+                buffer.put_slice(if plan.receipts { b"\tt\n" } else { b"\tf\n" });
                 rows += 1;
             }
             if buffer.len() >= CHUNK_BYTES {
@@ -243,6 +246,7 @@ pub async fn run(args: SeedArgs) -> Result<()> {
         },
         fresh: !args.append,
         apps: args.apps,
+        receipts: false,
     };
     let report = seed(&client, &plan, true).await?;
     println!(

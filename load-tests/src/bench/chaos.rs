@@ -325,6 +325,7 @@ pub async fn run(args: ChaosArgs) -> Result<ChaosReport> {
         },
         fresh: true,
         apps: 1,
+        receipts: false,
     };
     let seeded = seed(&client, &plan, false).await?;
     println!(

@@ -60,6 +60,12 @@ pub async fn start_panel(
         )
         .await
         .context("marking the receipts panel")?;
+    // Fresh statistics, so the receipts' audience check plans with the
+    // panel's real size.
+    client
+        .batch_execute("ANALYZE registrations")
+        .await
+        .context("analysing registrations")?;
     println!("receipts panel: tokens ending in {PANEL_SUFFIX} report ({marked} registrations changed)");
     let config = ReceiptsConfig {
         panel_suffix: Some(PANEL_SUFFIX.to_owned()),

@@ -83,6 +83,7 @@ pub async fn load_audience(
         shape,
         fresh: true,
         apps,
+        receipts: false,
     };
     let report = seed(&client, &plan, true).await?;
     vacuum(&client).await?;
