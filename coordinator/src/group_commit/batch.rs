@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
+use futures::future::join_all;
 use tokio::sync::{Mutex, mpsc};
 use tokio::time::Instant;
 use tracing::warn;
@@ -145,9 +146,12 @@ async fn apply<W: BatchWrite>(
 /// A write of the first pass failed; the pass was rolled back.
 struct Refusal;
 
-/// Every write in one transaction, no savepoints. `Ok(Err(Refusal))`:
-/// a write failed and nothing was committed; `Err`: the transaction
-/// itself failed (connection, commit).
+/// Every write in one transaction, no savepoints, pipelined: the writes
+/// of one round (at most one per key) are sent together without waiting
+/// for each other's answers; rounds run one after the other, so writes of
+/// one key stay in arrival order. `Ok(Err(Refusal))`: a write failed and
+/// nothing was committed; `Err`: the transaction itself failed
+/// (connection, commit).
 async fn together<W: BatchWrite>(
     pool: &PgPool,
     writes: &[&W],
@@ -155,18 +159,37 @@ async fn together<W: BatchWrite>(
 ) -> Result<Result<Vec<W::Output>, Refusal>, StoreError> {
     let mut conn = pool.get().await.map_err(DbError::from)?;
     let tx = conn.transaction().await?;
-    let mut outputs = Vec::with_capacity(writes.len());
-    for write in writes {
-        match write.apply(&tx, context).await {
-            Ok(output) => outputs.push(output),
-            Err(_) => {
-                tx.rollback().await?;
-                return Ok(Err(Refusal));
+    let mut outputs: Vec<Option<W::Output>> = writes.iter().map(|_| None).collect();
+    for round in rounds(writes) {
+        let applied = join_all(round.iter().map(|&index| writes[index].apply(&tx, context))).await;
+        for (index, result) in round.into_iter().zip(applied) {
+            match result {
+                Ok(output) => outputs[index] = Some(output),
+                Err(_) => {
+                    tx.rollback().await?;
+                    return Ok(Err(Refusal));
+                }
             }
         }
     }
     tx.commit().await?;
-    Ok(Ok(outputs))
+    Ok(Ok(outputs.into_iter().flatten().collect()))
+}
+
+/// The writes (sorted by key) cut into rounds: round `r` holds the `r`-th
+/// write of every key, in order.
+fn rounds<W: BatchWrite>(writes: &[&W]) -> Vec<Vec<usize>> {
+    let mut rounds: Vec<Vec<usize>> = Vec::new();
+    let mut nth = 0;
+    for (index, write) in writes.iter().enumerate() {
+        let same_key = index > 0 && writes[index - 1].order_key() == write.order_key();
+        nth = if same_key { nth + 1 } else { 0 };
+        if rounds.len() <= nth {
+            rounds.push(Vec::new());
+        }
+        rounds[nth].push(index);
+    }
+    rounds
 }
 
 /// Every write in its own savepoint of one transaction: a refused write

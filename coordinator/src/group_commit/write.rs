@@ -14,9 +14,11 @@ use crate::store::StoreError;
 pub trait BatchWrite: Send + Sync + 'static {
     /// What the request is answered with.
     type Output: Send + 'static;
-    /// Writes with equal keys apply in their arrival order; a batch applies
-    /// its writes sorted by key, so concurrent batches take their locks in
-    /// one order.
+    /// Writes with equal keys apply in their arrival order, one after the
+    /// other; writes of different keys are pipelined (sent together, their
+    /// statements interleaved), so they must not touch the same rows in a
+    /// way that depends on order. A batch applies its writes sorted by
+    /// key, so concurrent batches take their locks in one order.
     type Key: Ord;
     /// The kind's metric label (fixed).
     const KIND: &'static str;

@@ -2,6 +2,8 @@
 //! received and opened. The 202 is given only once the counted receipts
 //! are committed; a replay is a duplicate, so apps retry safely.
 
+use std::sync::atomic::Ordering;
+
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, post, web};
 use chrono::Utc;
@@ -134,6 +136,7 @@ pub async fn post_receipts(
         cutoff,
         caller,
         slot_offset: state.slot_offset,
+        arrival: state.arrivals.fetch_add(1, Ordering::Relaxed),
     };
     let outcome = state.writes.submit(write).await.inspect_err(|err| {
         if matches!(err, WriteError::Full) {

@@ -21,6 +21,7 @@ pub mod store;
 pub mod write;
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use clarion_runtime::PgPool;
@@ -39,6 +40,8 @@ pub struct ReceiptsState {
     pub writes: Arc<GroupCommit<ReceiptWrite>>,
     /// This replica's offset over the counter slots.
     pub slot_offset: i16,
+    /// Numbers the requests (each its own key in a batch).
+    pub arrivals: AtomicU64,
     /// The notification-detail retention (`None`: kept for ever).
     pub retention: Option<Duration>,
 }
@@ -49,6 +52,7 @@ impl ReceiptsState {
             pool,
             writes,
             slot_offset: rand::random_range(0..SLOTS),
+            arrivals: AtomicU64::new(0),
             retention,
         }
     }

@@ -24,20 +24,26 @@ pub struct ReceiptWrite {
     /// Added to the worker's index to choose the counter slot, so replicas
     /// spread over the slots too.
     pub slot_offset: i16,
+    /// The request's arrival number: every receipts request is its own key.
+    pub arrival: u64,
 }
 
 impl BatchWrite for ReceiptWrite {
     type Output = Outcome;
-    /// Arrival order: a request sorts its own rows (one lock order inside
-    /// it), and counter rows are the worker's own.
-    type Key = ();
+    /// Its own: requests of a batch are pipelined. Two requests carrying
+    /// the same receipt still count it once (`insert_received` inserts a
+    /// row once; whichever comes first is `accepted`), counter rows are the
+    /// worker's own, and each request sorts its own rows.
+    type Key = u64;
     const KIND: &'static str = "receipts";
 
     fn rows(&self) -> usize {
         self.receipts.len().max(1)
     }
 
-    fn order_key(&self) {}
+    fn order_key(&self) -> u64 {
+        self.arrival
+    }
 
     async fn apply(&self, tx: &Transaction<'_>, batch: BatchContext) -> Result<Outcome, StoreError> {
         let slot = ((batch.worker % SLOTS as usize) as i16 + self.slot_offset) % SLOTS;
