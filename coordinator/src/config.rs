@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::group_commit::Bounds;
 use crate::hygiene::HygienePlan;
 use crate::progress::completion::Valve;
 use crate::release::Budget;
@@ -185,6 +186,9 @@ pub struct Settings {
     pub gone_token_threshold: f64,
 
     #[command(flatten)]
+    pub writes: WriteSettings,
+
+    #[command(flatten)]
     pub hygiene: HygieneSettings,
 
     #[command(flatten)]
@@ -324,6 +328,73 @@ pub struct HygieneSettings {
     pub batch_size: u32,
 }
 
+/// The group commit of the app-facing writes (registrations, receipts):
+/// each kind has its own queue and workers with these bounds.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WriteSettings {
+    /// Longest a write waits, in milliseconds, for others to join its
+    /// batch once a batch worker has taken it (0: only those already
+    /// waiting join).
+    #[arg(
+        long = "write-batch-wait-ms",
+        env = "CLARION_WRITE_BATCH_WAIT_MS",
+        default_value_t = 2,
+        value_parser = clap::value_parser!(u64).range(0..=100)
+    )]
+    pub batch_wait_ms: u64,
+
+    /// Most rows one batch transaction writes: a registration counts its
+    /// topics, a receipts request its receipts (a batch always takes at
+    /// least one request, so 500 receipts may form a batch alone).
+    #[arg(
+        long = "write-batch-max-rows",
+        env = "CLARION_WRITE_BATCH_MAX_ROWS",
+        default_value_t = 256,
+        value_parser = clap::value_parser!(u32).range(1..=10_000)
+    )]
+    pub batch_max_rows: u32,
+
+    /// Most rows, per kind, waiting for a batch or being written; a write
+    /// beyond it is answered 503 with Retry-After at once (memory stays
+    /// bounded by it).
+    #[arg(
+        long = "write-queue-rows",
+        env = "CLARION_WRITE_QUEUE_ROWS",
+        default_value_t = 16_384,
+        value_parser = clap::value_parser!(u32).range(1..=1_000_000)
+    )]
+    pub queue_rows: u32,
+
+    /// Batch transactions at once, per kind (default: a quarter of
+    /// CLARION_DATABASE_POOL_SIZE, at least 1, so both kinds together hold
+    /// at most half the pool and the send path keeps the rest).
+    #[arg(
+        long = "write-batches-in-flight",
+        env = "CLARION_WRITE_BATCHES_IN_FLIGHT",
+        value_parser = clap::value_parser!(u32).range(1..=250)
+    )]
+    pub batches_in_flight: Option<u32>,
+}
+
+/// Longest one write batch may take before it is rolled back and its
+/// requests answered 503: the database is stuck, the apps retry later.
+const WRITE_BATCH_DEADLINE: Duration = Duration::from_secs(10);
+
+impl WriteSettings {
+    /// The bounds of each kind's group commit, for a database pool of
+    /// `pool_size` connections.
+    pub fn bounds(&self, pool_size: u32) -> Bounds {
+        let in_flight = self.batches_in_flight.unwrap_or(pool_size / 4).max(1);
+        Bounds {
+            queue_rows: self.queue_rows as usize,
+            batch_rows: self.batch_max_rows as usize,
+            wait: Duration::from_millis(self.batch_wait_ms),
+            in_flight: in_flight as usize,
+            batch_deadline: WRITE_BATCH_DEADLINE,
+        }
+    }
+}
+
 /// The newsroom console at `/console/`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ConsoleSettings {
@@ -439,6 +510,17 @@ mod tests {
         assert!(
             matches!(listed, super::InitialKeys::Listed(keys) if keys.identify("dev-admin-key").is_none())
         );
+    }
+
+    #[test]
+    fn write_batches_take_a_quarter_of_the_pool_unless_told() {
+        let defaults = parse(&[]).unwrap().writes;
+        assert_eq!(defaults.bounds(16).in_flight, 4);
+        assert_eq!(defaults.bounds(2).in_flight, 1);
+        assert_eq!(defaults.bounds(16).wait, std::time::Duration::from_millis(2));
+        let told = parse(&["--write-batches-in-flight=3"]).unwrap().writes;
+        assert_eq!(told.bounds(16).in_flight, 3);
+        assert!(parse(&["--write-queue-rows=0"]).is_err());
     }
 
     #[test]

@@ -9,6 +9,7 @@ use tracing::error;
 use utoipa::ToSchema;
 
 use crate::auth::AuthError;
+use crate::group_commit::WriteError;
 use crate::send::accept::{AcceptError, PlanError};
 use crate::send::send_at::SendAtError;
 use crate::store::StoreError;
@@ -230,5 +231,17 @@ impl From<SendAtError> for ApiError {
 impl From<tokio_postgres::Error> for ApiError {
     fn from(err: tokio_postgres::Error) -> Self {
         ApiError::from(DbError::Query(err))
+    }
+}
+
+impl From<WriteError> for ApiError {
+    /// A write refused for what it is keeps its own answer; anything that
+    /// may pass (a full queue, a batch that failed as a whole, a deadline, a
+    /// lost race in the database) is a 503 with `Retry-After`.
+    fn from(err: WriteError) -> Self {
+        match err {
+            WriteError::Refused(err) if !err.is_transient() => err.into(),
+            other => ApiError::Unavailable(other.to_string()),
+        }
     }
 }

@@ -20,6 +20,7 @@ pub mod config;
 pub mod console;
 pub mod consumers;
 pub mod error;
+pub mod group_commit;
 pub mod hygiene;
 pub mod metrics;
 pub mod migrations;
@@ -55,9 +56,12 @@ pub use crate::config::Settings;
 use crate::consumers::cleanup::CleanupHandler;
 use crate::consumers::dead_letters::DeadLetterHandler;
 use crate::consumers::reports::ReportHandler;
+use crate::group_commit::GroupCommit;
+use crate::group_commit::registrations::RegistrationWrite;
 use crate::hygiene::actor::Hygiene;
 use crate::migrations::MigrationError;
 use crate::progress::watchdog::Watchdog;
+use crate::receipts::write::ReceiptWrite;
 use crate::release::relay::JobRelay;
 use crate::send::scheduler::Scheduler;
 use crate::send::topic_counter::TopicCounter;
@@ -117,6 +121,9 @@ pub struct Coordinator {
     keys_file_watch: Option<tokio::task::JoinHandle<()>>,
     /// Counts reporting audiences and stores device-side verdicts.
     receipts_settler: tokio::task::JoinHandle<()>,
+    /// The group commits of registration writes and receipts.
+    registration_writes: Arc<GroupCommit<RegistrationWrite>>,
+    receipt_writes: Arc<GroupCommit<ReceiptWrite>>,
     readiness: Readiness,
     grace: Duration,
 }
@@ -141,6 +148,9 @@ impl Coordinator {
         self.readiness.start_draining();
         self.server.stop(true).await;
         let _ = self.serving.await;
+        // Every request is answered: no write waits for a batch any more.
+        self.registration_writes.stop();
+        self.receipt_writes.stop();
         let _ = self.scheduler.send(Stop).await;
         let _ = self.relay.send(Stop).await;
         let _ = self.watchdog.send(Stop).await;
@@ -249,6 +259,9 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         ),
     };
 
+    let write_bounds = settings.writes.bounds(settings.database.pool_size);
+    let registration_writes = Arc::new(GroupCommit::start(pool.clone(), write_bounds));
+    let receipt_writes = Arc::new(GroupCommit::start(pool.clone(), write_bounds));
     let state = web::Data::new(AppState {
         pool: pool.clone(),
         topic_counter,
@@ -264,10 +277,11 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
             apps.clone(),
         ),
         apps,
+        registration_writes: registration_writes.clone(),
     });
     let receipts_state = web::Data::new(receipts::ReceiptsState::new(
         pool.clone(),
-        settings.database.pool_size,
+        receipt_writes.clone(),
         settings.hygiene.plan().detail_retention,
     ));
     let receipts_settler = receipts::settle::spawn(pool.clone());
@@ -333,6 +347,8 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         hygiene,
         keys_file_watch,
         receipts_settler,
+        registration_writes,
+        receipt_writes,
         readiness,
         grace: settings.shutdown.grace(),
     })

@@ -268,9 +268,50 @@ pub const RECEIPT_DELAY: HistogramVec<1> = HistogramVec::new(
 /// flight were at their bound.
 pub const RECEIPTS_SHED: CounterVec<0> = CounterVec::new(
     "clarion_receipts_shed_requests_total",
-    "Receipt requests answered 503: writes in flight at their bound",
+    "Receipt requests answered 503: the queue of receipt writes was full",
     [],
 );
+
+// The group commit of app-facing writes.
+
+/// Batch transactions run, by kind (`registrations`, `receipts`).
+pub const WRITE_BATCHES: CounterVec<1> = CounterVec::new(
+    "clarion_write_batches_total",
+    "Group-commit batch transactions run, by kind (registrations, receipts)",
+    ["kind"],
+);
+
+/// Requests per batch transaction, by kind.
+pub const WRITE_BATCH_REQUESTS: HistogramVec<1> = HistogramVec::new(
+    "clarion_write_batch_requests",
+    "Requests written by one group-commit batch transaction, by kind",
+    ["kind"],
+);
+
+/// Batches run again one write per savepoint because a write failed.
+pub const WRITE_BATCH_RETRIES: CounterVec<1> = CounterVec::new(
+    "clarion_write_batch_retries_total",
+    "Group-commit batches run again with one savepoint per write because a write of theirs failed, by kind",
+    ["kind"],
+);
+
+/// Writes answered 503 at once: their kind's queue was full.
+pub const WRITE_SHED: CounterVec<1> = CounterVec::new(
+    "clarion_write_shed_requests_total",
+    "Writes answered 503 at once because their kind's group-commit queue was full, by kind",
+    ["kind"],
+);
+
+/// Describes the group-commit metrics and starts `kind`'s counters at zero.
+pub fn declare_write_kind(kind: &'static str) {
+    WRITE_BATCHES.describe();
+    WRITE_BATCH_REQUESTS.describe();
+    WRITE_BATCH_RETRIES.describe();
+    WRITE_SHED.describe();
+    WRITE_BATCHES.with([kind]).increment(0);
+    WRITE_BATCH_RETRIES.with([kind]).increment(0);
+    WRITE_SHED.with([kind]).increment(0);
+}
 
 /// Gives the recorder every metric's help text, and starts at zero the
 /// counters worth an alert, instead of letting them appear with their

@@ -1,6 +1,8 @@
-//! Kill -9 of the coordinator while apps post receipts (issue 35): every
-//! receipt the coordinator acknowledged (202) before the kill is stored,
-//! and the apps' retries after the restart count nothing twice.
+//! Kill -9 of the coordinator in the middle of a storm of receipts (issue
+//! 35) and registration writes (issue 36), both group-committed: 64
+//! concurrent clients, every receipt (202) and every registration (200) the
+//! coordinator acknowledged before the kill is stored, and the apps'
+//! retries after the restart count nothing twice.
 //!
 //! The coordinator runs as a real process: the binary `cargo build
 //! --workspace --bins` puts beside this test (`./scripts/test` builds it).
@@ -11,13 +13,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clarion_load_tests::local_cluster::{APP_KEY, LocalCluster, LocalClusterConfig, Member};
-use clarion_load_tests::testkit::{alternating_devices, seed_devices};
+use clarion_load_tests::testkit::{Device, alternating_devices, seed_devices};
 use clarion_runtime::testing::{TestDatabase, TestNamespace};
 use serde_json::{Value, json};
 
 const DEVICES: u64 = 3000;
-const PER_REQUEST: usize = 25;
-const CLIENTS: usize = 4;
+const PER_REQUEST: usize = 5;
+/// Clients posting receipts, and as many writing registrations: 64 in all.
+const CLIENTS: usize = 32;
+/// Registrations each registration client writes (new devices).
+const REGISTRATIONS_PER_CLIENT: u64 = 60;
 
 /// Tokens acknowledged by a 202, split by whether the kill had happened.
 #[derive(Default)]
@@ -27,7 +32,7 @@ struct Acknowledged {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn receipts_acknowledged_before_a_kill_9_are_all_stored() {
+async fn receipts_and_registrations_acknowledged_before_a_kill_9_are_all_stored() {
     let db = TestDatabase::create().await;
     let namespace = TestNamespace::new();
     let logs = std::env::temp_dir().join(format!("clarion-receipts-crash-{}", namespace.settings.namespace));
@@ -77,43 +82,48 @@ async fn receipts_acknowledged_before_a_kill_9_are_all_stored() {
             for batch in batches {
                 let body = json!({"receipts": batch.iter().map(|token| json!({
                     "notification_id": id, "token": token, "event": "received"})).collect::<Vec<_>>()});
-                // An app retries a batch until it is acknowledged (bounded).
-                loop {
-                    let was_killed = killed.load(Ordering::SeqCst);
-                    let answer = http
-                        .post(format!("{base}/api/v1/receipts"))
+                let counts = until_acknowledged(&killed, deadline, || {
+                    http.post(format!("{base}/api/v1/receipts"))
                         .bearer_auth(APP_KEY)
                         .json(&body)
-                        .send()
-                        .await;
-                    let answer = match answer {
-                        Ok(response) if response.status() != reqwest::StatusCode::ACCEPTED => {
-                            let status = response.status();
-                            let text = response.text().await.unwrap_or_default();
-                            assert!(
-                                status == reqwest::StatusCode::SERVICE_UNAVAILABLE,
-                                "only 503 may turn a receipt away: {status} {text}"
-                            );
-                            None
-                        }
-                        Ok(response) => Some(response),
-                        Err(_) => None,
-                    };
-                    if let Some(response) = answer {
-                        let counts: Value = response.json().await.unwrap_or(Value::Null);
-                        assert_eq!(counts["ignored"], 0, "{counts}");
-                        let mut acknowledged = acknowledged.lock().unwrap();
-                        let set = if was_killed {
-                            &mut acknowledged.after_kill
-                        } else {
-                            &mut acknowledged.before_kill
-                        };
-                        set.extend(batch.iter().cloned());
-                        break;
-                    }
-                    assert!(Instant::now() < deadline, "receipts never acknowledged");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
+                })
+                .await;
+                let (answer, was_killed) = counts.expect("receipts acknowledged");
+                assert_eq!(answer["ignored"], 0, "{answer}");
+                let mut acknowledged = acknowledged.lock().unwrap();
+                let set = if was_killed {
+                    &mut acknowledged.after_kill
+                } else {
+                    &mut acknowledged.before_kill
+                };
+                set.extend(batch.iter().cloned());
+            }
+        }));
+    }
+    // The registration clients: each registers new devices one by one
+    // (an app opening), retrying each until it is acknowledged.
+    let registered = Arc::new(Mutex::new(Acknowledged::default()));
+    for client_index in 0..CLIENTS as u64 {
+        let (http, base) = (http.clone(), base.clone());
+        let (registered, killed) = (registered.clone(), killed.clone());
+        clients.push(tokio::spawn(async move {
+            let deadline = Instant::now() + Duration::from_secs(180);
+            for n in 0..REGISTRATIONS_PER_CLIENT {
+                let device = Device::alternating(DEVICES + client_index * REGISTRATIONS_PER_CLIENT + n, &[]);
+                let body = json!({"platform": device.platform.as_str(), "topics": ["storm", "storm/b"]});
+                let url = format!("{base}/api/v1/registrations/{}", device.token);
+                let answer = until_acknowledged(&killed, deadline, || {
+                    http.put(&url).bearer_auth(APP_KEY).json(&body)
+                })
+                .await;
+                let (_, was_killed) = answer.expect("registration acknowledged");
+                let mut registered = registered.lock().unwrap();
+                let set = if was_killed {
+                    &mut registered.after_kill
+                } else {
+                    &mut registered.before_kill
+                };
+                set.insert(device.token);
             }
         }));
     }
@@ -129,6 +139,12 @@ async fn receipts_acknowledged_before_a_kill_9_are_all_stored() {
     assert!(
         acknowledged_before_kill < DEVICES as usize,
         "still posting at the kill"
+    );
+    let registered_before_kill = registered.lock().unwrap().before_kill.len();
+    let registrations = CLIENTS * REGISTRATIONS_PER_CLIENT as usize;
+    assert!(
+        registered_before_kill < registrations,
+        "still registering at the kill"
     );
     cluster
         .restart(Member::Coordinator)
@@ -179,6 +195,61 @@ async fn receipts_acknowledged_before_a_kill_9_are_all_stored() {
         aggregate, DEVICES as i64,
         "the counters moved with the rows, each once"
     );
+
+    let registered_rows: HashSet<String> = client
+        .query("SELECT token FROM registrations WHERE topic = 'storm/b'", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let registered = std::mem::take(&mut *registered.lock().unwrap());
+    let lost_registrations = registered.before_kill.difference(&registered_rows).count()
+        + registered.after_kill.difference(&registered_rows).count();
+    println!(
+        "registrations: acknowledged before the kill {}, after {}, stored {}, lost {}",
+        registered.before_kill.len(),
+        registered.after_kill.len(),
+        registered_rows.len(),
+        lost_registrations
+    );
+    assert_eq!(lost_registrations, 0, "acknowledged registrations not stored");
+    assert_eq!(
+        registered_rows.len(),
+        registrations,
+        "every device registered once the retries are done"
+    );
     cluster.stop();
     let _ = std::fs::remove_dir_all(&logs);
+}
+
+/// Sends the request `build` makes until it is acknowledged (a 2xx), as
+/// an app retries; only a 503 or a broken connection (the kill) may turn
+/// it away. The answer's body, and whether the kill had happened when the
+/// acknowledged attempt was sent; `None` past `deadline`.
+async fn until_acknowledged(
+    killed: &AtomicBool,
+    deadline: Instant,
+    build: impl Fn() -> reqwest::RequestBuilder,
+) -> Option<(Value, bool)> {
+    while Instant::now() < deadline {
+        let was_killed = killed.load(Ordering::SeqCst);
+        match build().send().await {
+            Ok(response) if response.status().is_success() => {
+                return Some((response.json().await.unwrap_or(Value::Null), was_killed));
+            }
+            Ok(response) => {
+                let status = response.status();
+                let text = response.text().await.unwrap_or_default();
+                assert_eq!(
+                    status,
+                    reqwest::StatusCode::SERVICE_UNAVAILABLE,
+                    "only 503 may turn a write away: {text}"
+                );
+            }
+            Err(_) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
 }

@@ -32,6 +32,8 @@ use clarion_runtime::amqp::publisher::Publisher;
 use clarion_runtime::apps::AppsFile;
 
 use crate::error::ApiError;
+use crate::group_commit::GroupCommit;
+use crate::group_commit::registrations::{Change, RegistrationWrite, Written};
 use crate::progress::completion::Valve;
 use crate::release::relay::JobRelay;
 use crate::send::topic_counter::TopicCounter;
@@ -59,6 +61,8 @@ pub struct AppState {
     pub openapi: served_document::ServedDocument,
     /// The apps served beside `default` (`CLARION_APPS_FILE`).
     pub apps: Arc<AppsFile>,
+    /// The registration writes' group commit.
+    pub registration_writes: Arc<GroupCommit<RegistrationWrite>>,
 }
 
 /// What a request does with the app it names. An app this installation
@@ -74,6 +78,13 @@ pub enum AppUse {
 }
 
 impl AppState {
+    /// Applies a registration write through the group commit: answered
+    /// once its batch is committed.
+    pub async fn write(&self, app: String, token: String, change: Change) -> Result<Written, ApiError> {
+        let write = RegistrationWrite { app, token, change };
+        Ok(self.registration_writes.submit(write).await?)
+    }
+
     /// Ok when `caller` may use `app` (403 otherwise) and the installation
     /// serves it (404 or 422 by `used_for`, naming the apps it serves).
     pub fn check_app(

@@ -13,6 +13,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::{AppState, AppUse};
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
+use crate::group_commit::registrations::{Change, Written};
 use crate::store::StoreError;
 use crate::store::registrations::{self as store, Device, StoredRegistration};
 
@@ -100,6 +101,7 @@ impl From<StoredRegistration> for Registration {
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Unknown platform, implausible token, bad topics or locale", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The database is unavailable or the queue of registration writes is full; retry after `Retry-After` (the write is idempotent)", body = Problem, content_type = "application/problem+json", headers(("Retry-After" = u64))),
     )
 )]
 #[put("/api/v1/registrations/{token}")]
@@ -132,7 +134,11 @@ pub async fn put_registration(
         locale,
         receipts: body.receipts.unwrap_or(false),
     };
-    let stored = store::replace(&state.pool, &app, &token, &device, &topics).await?;
+    let stored = stored(
+        state
+            .write(app, token.clone(), Change::Replace { device, topics })
+            .await?,
+    )?;
     debug!(token = %token_prefix(&token), %platform, topics = stored.topics.len(), "registered device");
     Ok(HttpResponse::Ok().json(Registration::from(stored)))
 }
@@ -177,6 +183,7 @@ pub async fn get_registration(
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`app` names an app this installation does not serve", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not a plausible token", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The database is unavailable or the queue of registration writes is full; retry after `Retry-After`", body = Problem, content_type = "application/problem+json", headers(("Retry-After" = u64))),
     )
 )]
 #[delete("/api/v1/registrations/{token}")]
@@ -189,7 +196,11 @@ pub async fn delete_registration(
     caller.require(Scope::Register)?;
     let app = usable_app(&caller, &state, query.into_inner().app, AppUse::Read)?;
     let token = lookup_token(&token)?;
-    let topics = store::delete(&state.pool, &app, &token).await?;
+    let removed = state.write(app, token.clone(), Change::Delete).await?;
+    let topics = match removed {
+        Written::Removed(rows) => rows,
+        Written::Stored(_) => 0,
+    };
     debug!(token = %token_prefix(&token), topics, "unregistered device");
     Ok(HttpResponse::NoContent().finish())
 }
@@ -209,6 +220,7 @@ pub async fn delete_registration(
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Token not registered", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Bad topic, implausible token or too many topics", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The database is unavailable or the queue of registration writes is full; retry after `Retry-After`", body = Problem, content_type = "application/problem+json", headers(("Retry-After" = u64))),
     )
 )]
 #[put("/api/v1/registrations/{token}/topics/{topic:.+}")]
@@ -223,7 +235,12 @@ pub async fn put_topic(
     let (token, topic) = path.into_inner();
     let token = lookup_token(&token)?;
     validate_topic(&topic).map_err(invalid)?;
-    let stored = store::add_topic(&state.pool, &app, &token, &topic, state.max_topics_per_device).await?;
+    let max_topics = state.max_topics_per_device;
+    let stored = stored(
+        state
+            .write(app, token, Change::AddTopic { topic, max_topics })
+            .await?,
+    )?;
     Ok(HttpResponse::Ok().json(Registration::from(stored)))
 }
 
@@ -242,6 +259,7 @@ pub async fn put_topic(
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`app` names an app this installation does not serve", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Bad topic or implausible token", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The database is unavailable or the queue of registration writes is full; retry after `Retry-After`", body = Problem, content_type = "application/problem+json", headers(("Retry-After" = u64))),
     )
 )]
 #[delete("/api/v1/registrations/{token}/topics/{topic:.+}")]
@@ -256,7 +274,7 @@ pub async fn delete_topic(
     let (token, topic) = path.into_inner();
     let token = lookup_token(&token)?;
     validate_topic(&topic).map_err(invalid)?;
-    store::remove_topic(&state.pool, &app, &token, &topic).await?;
+    state.write(app, token, Change::RemoveTopic { topic }).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -305,6 +323,16 @@ fn validated_topics(topics: Vec<String>, max: u32) -> Result<Vec<String>, ApiErr
         ));
     }
     Ok(unique)
+}
+
+/// The registration a replacement or a topic added answers with.
+fn stored(written: Written) -> Result<StoredRegistration, ApiError> {
+    match written {
+        Written::Stored(stored) => Ok(stored),
+        Written::Removed(_) => Err(ApiError::Internal(
+            "a registration write answered without the registration".into(),
+        )),
+    }
 }
 
 /// A token from the path when its platform is not known.

@@ -2,12 +2,11 @@
 //! received and opened. The 202 is given only once the counted receipts
 //! are committed; a replay is a duplicate, so apps retry safely.
 
-use std::time::Duration;
+use std::sync::atomic::Ordering;
 
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, post, web};
 use chrono::Utc;
-use clarion_runtime::db::DbError;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use tracing::Span;
@@ -16,17 +15,14 @@ use utoipa::ToSchema;
 use super::ReceiptsState;
 use super::body::{self, BodyError};
 use super::observe;
-use super::record::{SLOTS, record};
+use super::write::ReceiptWrite;
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
-use crate::store::StoreError;
+use crate::group_commit::WriteError;
 
 /// Largest body taken: 500 receipts with the longest FCM tokens and a time
 /// each fit in well under half of it.
 pub const RECEIPTS_BODY_LIMIT: usize = 512 * 1024;
-/// Longest a request's transaction may take before it is given up (rolled
-/// back, 503): the database is stuck, the app retries later.
-const WRITE_DEADLINE: Duration = Duration::from_secs(10);
 
 /// One device's word about one notification.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -91,7 +87,7 @@ pub struct ReceiptsAccepted {
         (status = 413, description = "More than 500 receipts, or a body over 512 KiB", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A field is missing or wrong (the detail names it, e.g. `receipts[3].event`)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The database is unavailable or receipt writes are at their bound: nothing of this request was recorded; retry after `Retry-After` (retries are idempotent)", body = Problem, content_type = "application/problem+json", headers(("Retry-After" = u64))),
+        (status = 503, description = "The database is unavailable or the queue of receipt writes is full: nothing of this request is acknowledged; retry after `Retry-After` (retries are idempotent: a receipt counted meanwhile comes back as a duplicate)", body = Problem, content_type = "application/problem+json", headers(("Retry-After" = u64))),
     )
 )]
 #[post("/api/v1/receipts")]
@@ -107,6 +103,8 @@ pub async fn post_receipts(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Register)?;
+    // Full already: refused before the body is read.
+    state.writes.check_room().inspect_err(|_| observe::shed())?;
     let is_json = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -127,41 +125,24 @@ pub async fn post_receipts(
         BodyError::Field { .. } => ApiError::Invalid(err.to_string()),
     })?;
     Span::current().record("receipts", receipts.len());
-    // Bounded: at most this many receipt transactions hold a connection at
-    // once; the rest are turned away at once (no queue to grow).
-    let Ok(_permit) = state.permits.try_acquire() else {
-        observe::shed();
-        return Err(ApiError::Unavailable(
-            "too many receipt writes in flight; retry after Retry-After".into(),
-        ));
-    };
     let now = Utc::now();
     let cutoff = state
         .retention
         .and_then(|keep| chrono::Duration::from_std(keep).ok())
         .map(|keep| now - keep);
-    let slot = rand::random_range(0..SLOTS);
-    let write = async {
-        let mut conn = state.pool.get().await.map_err(DbError::from)?;
-        let tx = conn.transaction().await?;
-        let may_use_app = |app: &str| caller.check_app(app).is_ok();
-        let outcome = record(&tx, &receipts, now, cutoff, slot, &may_use_app).await?;
-        tx.commit().await?;
-        Ok::<_, StoreError>(outcome)
+    let write = ReceiptWrite {
+        receipts,
+        now,
+        cutoff,
+        caller,
+        slot_offset: state.slot_offset,
+        arrival: state.arrivals.fetch_add(1, Ordering::Relaxed),
     };
-    let outcome = match tokio::time::timeout(WRITE_DEADLINE, write).await {
-        Err(_) => {
-            return Err(ApiError::Unavailable(
-                "the database did not answer in time; retry".into(),
-            ));
+    let outcome = state.writes.submit(write).await.inspect_err(|err| {
+        if matches!(err, WriteError::Full) {
+            observe::shed();
         }
-        Ok(Err(err)) if err.is_transient() => {
-            return Err(ApiError::Unavailable(format!(
-                "receipts not recorded ({err}); retry"
-            )));
-        }
-        Ok(result) => result?,
-    };
+    })?;
     observe::record(&outcome);
     let span = Span::current();
     span.record("accepted", outcome.accepted);

@@ -7,7 +7,8 @@
 //! - [`body`] reads a request, [`record`] counts it in one transaction,
 //!   [`store`] is its SQL, [`bins`] the delay histogram's arithmetic,
 //!   [`figures`] what the status and curve show, [`settle`] counts the
-//!   reporting audience and stores the verdict once, [`api`] the endpoint.
+//!   reporting audience and stores the verdict once, [`api`] the endpoint,
+//!   [`write`] a request as a write of the group commit.
 
 pub mod api;
 pub mod bins;
@@ -17,36 +18,42 @@ pub mod observe;
 pub mod record;
 pub mod settle;
 pub mod store;
+pub mod write;
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use clarion_runtime::PgPool;
-use tokio::sync::Semaphore;
+
+use crate::group_commit::GroupCommit;
+use record::SLOTS;
+use write::ReceiptWrite;
 
 /// What the receipts endpoint shares.
 pub struct ReceiptsState {
     pub pool: PgPool,
-    /// Receipt transactions allowed at once: half the database pool, so a
-    /// flood of receipts never takes the connections the send path (plan,
-    /// relay, reports) needs, and requests beyond it are answered 503 at
-    /// once instead of waiting with their bodies in memory.
-    pub permits: Arc<Semaphore>,
+    /// The receipts' group commit: its bounded queue turns a request away
+    /// (503) at once when full, and its workers — a part of the database
+    /// pool — write batches of requests in one transaction each, so a
+    /// flood of receipts never takes the connections the send path needs.
+    pub writes: Arc<GroupCommit<ReceiptWrite>>,
+    /// This replica's offset over the counter slots.
+    pub slot_offset: i16,
+    /// Numbers the requests (each its own key in a batch).
+    pub arrivals: AtomicU64,
     /// The notification-detail retention (`None`: kept for ever).
     pub retention: Option<Duration>,
 }
 
 impl ReceiptsState {
-    pub fn new(pool: PgPool, pool_size: u32, retention: Option<Duration>) -> Self {
+    pub fn new(pool: PgPool, writes: Arc<GroupCommit<ReceiptWrite>>, retention: Option<Duration>) -> Self {
         Self {
             pool,
-            permits: Arc::new(Semaphore::new(in_flight_bound(pool_size))),
+            writes,
+            slot_offset: rand::random_range(0..SLOTS),
+            arrivals: AtomicU64::new(0),
             retention,
         }
     }
-}
-
-/// Half the pool, at least one.
-pub fn in_flight_bound(pool_size: u32) -> usize {
-    (pool_size as usize / 2).max(1)
 }

@@ -40,41 +40,37 @@ pub struct StoredRegistration {
     pub updated_at: DateTime<Utc>,
 }
 
-/// Replaces the topic set of `token` (creating the registration if new) in
-/// one transaction, and returns what is stored.
+/// Replaces the topic set of `token` (creating the registration if new)
+/// inside `tx`, and returns what is stored. The caller commits `tx` (the
+/// registrations' group commit, `crate::group_commit`).
 pub async fn replace(
-    pool: &PgPool,
+    tx: &Transaction<'_>,
     app: &str,
     token: &str,
     device: &Device,
     topics: &[String],
 ) -> Result<StoredRegistration, StoreError> {
-    let mut conn = pool.get().await.map_err(DbError::from)?;
-    let tx = conn.transaction().await?;
-    lock_token(&tx, app, token).await?;
+    lock_token(tx, app, token).await?;
     tx.execute(
         "DELETE FROM registrations WHERE token = $1 AND app = $3 AND NOT (topic = ANY($2))",
         &[&token, &topics, &app],
     )
     .await?;
-    upsert(&tx, app, token, device, topics).await?;
-    let stored = read(&tx, app, token).await?.ok_or(StoreError::UnknownToken)?;
-    tx.commit().await?;
-    Ok(stored)
+    upsert(tx, app, token, device, topics).await?;
+    read(tx, app, token).await?.ok_or(StoreError::UnknownToken)
 }
 
-/// Adds one topic to an existing registration.
+/// Adds one topic to an existing registration, inside `tx`. Refuses
+/// (unknown token, too many topics) before writing anything.
 pub async fn add_topic(
-    pool: &PgPool,
+    tx: &Transaction<'_>,
     app: &str,
     token: &str,
     topic: &str,
     max_topics: u32,
 ) -> Result<StoredRegistration, StoreError> {
-    let mut conn = pool.get().await.map_err(DbError::from)?;
-    let tx = conn.transaction().await?;
-    lock_token(&tx, app, token).await?;
-    let current = read(&tx, app, token).await?.ok_or(StoreError::UnknownToken)?;
+    lock_token(tx, app, token).await?;
+    let current = read(tx, app, token).await?.ok_or(StoreError::UnknownToken)?;
     let is_new = !current.topics.iter().any(|t| t == topic);
     if is_new && current.topics.len() >= max_topics as usize {
         return Err(StoreError::TooManyTopics { limit: max_topics });
@@ -85,17 +81,22 @@ pub async fn add_topic(
         locale: current.locale,
         receipts: current.receipts,
     };
-    upsert(&tx, app, token, &device, &[topic.to_owned()]).await?;
-    let stored = read(&tx, app, token).await?.ok_or(StoreError::UnknownToken)?;
-    tx.commit().await?;
-    Ok(stored)
+    upsert(tx, app, token, &device, &[topic.to_owned()]).await?;
+    read(tx, app, token).await?.ok_or(StoreError::UnknownToken)
 }
 
-/// Removes one topic; true when the device followed it.
-pub async fn remove_topic(pool: &PgPool, app: &str, token: &str, topic: &str) -> Result<bool, StoreError> {
-    let conn = pool.get().await.map_err(DbError::from)?;
+/// Removes one topic, inside `tx`; true when the device followed it. Takes
+/// the token's lock like every other write of it, so writes of one token
+/// in one batch transaction lock in one order.
+pub async fn remove_topic(
+    tx: &Transaction<'_>,
+    app: &str,
+    token: &str,
+    topic: &str,
+) -> Result<bool, StoreError> {
+    lock_token(tx, app, token).await?;
     let shard = shard_of(token) as i16;
-    let removed = conn
+    let removed = tx
         .execute(
             "DELETE FROM registrations WHERE app = $4 AND topic = $1 AND shard = $2 AND token = $3",
             &[&topic, &shard, &token, &app],
@@ -114,10 +115,11 @@ pub async fn get(pool: &PgPool, app: &str, token: &str) -> Result<Option<StoredR
     Ok(stored)
 }
 
-/// Deletes every row of `token`; returns how many topics it followed.
-pub async fn delete(pool: &PgPool, app: &str, token: &str) -> Result<u64, StoreError> {
-    let conn = pool.get().await.map_err(DbError::from)?;
-    Ok(conn
+/// Deletes every row of `token`, inside `tx`; returns how many topics it
+/// followed.
+pub async fn delete(tx: &Transaction<'_>, app: &str, token: &str) -> Result<u64, StoreError> {
+    lock_token(tx, app, token).await?;
+    Ok(tx
         .execute(
             "DELETE FROM registrations WHERE token = $1 AND app = $2",
             &[&token, &app],

@@ -1,0 +1,53 @@
+//! One receipts request as a write of the group commit
+//! (`crate::group_commit`): counted by [`record`] inside the batch's
+//! transaction, its counter updates on the batch worker's own slot, so two
+//! batches in flight never wait on one counter row.
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::Transaction;
+
+use super::body::Receipt;
+use super::record::{Outcome, SLOTS, record};
+use crate::auth::Caller;
+use crate::group_commit::{BatchContext, BatchWrite};
+use crate::store::StoreError;
+
+/// The receipts of one request, with what they are judged by.
+pub struct ReceiptWrite {
+    pub receipts: Vec<Receipt>,
+    /// The arrival of the request (receipt times are clamped to it).
+    pub now: DateTime<Utc>,
+    /// The detail retention's cutoff (older notifications are ignored).
+    pub cutoff: Option<DateTime<Utc>>,
+    /// The key's apps rule (receipts of other apps are ignored).
+    pub caller: Caller,
+    /// Added to the worker's index to choose the counter slot, so replicas
+    /// spread over the slots too.
+    pub slot_offset: i16,
+    /// The request's arrival number: every receipts request is its own key.
+    pub arrival: u64,
+}
+
+impl BatchWrite for ReceiptWrite {
+    type Output = Outcome;
+    /// Its own: requests of a batch are pipelined. Two requests carrying
+    /// the same receipt still count it once (`insert_received` inserts a
+    /// row once; whichever comes first is `accepted`), counter rows are the
+    /// worker's own, and each request sorts its own rows.
+    type Key = u64;
+    const KIND: &'static str = "receipts";
+
+    fn rows(&self) -> usize {
+        self.receipts.len().max(1)
+    }
+
+    fn order_key(&self) -> u64 {
+        self.arrival
+    }
+
+    async fn apply(&self, tx: &Transaction<'_>, batch: BatchContext) -> Result<Outcome, StoreError> {
+        let slot = ((batch.worker % SLOTS as usize) as i16 + self.slot_offset) % SLOTS;
+        let may_use_app = |app: &str| self.caller.check_app(app).is_ok();
+        record(tx, &self.receipts, self.now, self.cutoff, slot, &may_use_app).await
+    }
+}
