@@ -1,8 +1,8 @@
 //! The benchmarks' plots as SVG: the delivery curve (share of the reachable
 //! audience accepted by the mocks against seconds since the send request,
 //! with the 90% line and the two-minute line of the 90in2 bar), the
-//! accepted rate against a quota, and how t90 and the CPU per push grow
-//! with the audience.
+//! accepted rate against a quota, how t90 and the CPU per push grow
+//! with the audience, and the storm's loads (rate and p99 over time).
 
 use std::path::Path;
 
@@ -196,6 +196,77 @@ pub fn scaling(path: &Path, title: &str, t90: &[(f64, f64)], cpu: &[Series<'_>])
             .map_err(draw)?;
     }
     legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+    root.present().map_err(draw)?;
+    Ok(())
+}
+
+/// One load's line on the storm plot: (seconds on the benchmark's clock,
+/// requests per second, p99 latency in milliseconds) per second.
+pub struct Timeline<'a> {
+    pub label: &'a str,
+    pub points: Vec<(f64, f64, Option<f64>)>,
+}
+
+/// Two panels over the benchmark's clock, both on log scales: each load's
+/// rate above, its p99 latency below, with `marks` (a moment and what
+/// happened then, e.g. the sends) as vertical lines.
+pub fn rate_and_latency(
+    path: &Path,
+    title: &str,
+    lines: &[Timeline<'_>],
+    marks: &[(f64, &str)],
+) -> Result<()> {
+    let points = || lines.iter().flat_map(|line| line.points.iter());
+    let x_max = points().map(|(t, _, _)| *t).fold(1.0, f64::max) * 1.02;
+    let rate_max = points().map(|(_, rate, _)| *rate).fold(10.0, f64::max) * 2.0;
+    let p99_max = points().filter_map(|(_, _, p99)| *p99).fold(10.0, f64::max) * 2.0;
+    let root = SVGBackend::new(path, (1000, 800)).into_drawing_area();
+    root.fill(&WHITE).map_err(draw)?;
+    let root = root.titled(title, ("sans-serif", 22)).map_err(draw)?;
+    let (top, bottom) = root.split_vertically(380);
+    let panels = [
+        (top, "requests (receipts) per second", 1.0..rate_max, true),
+        (bottom, "p99 latency, ms", 0.1..p99_max, false),
+    ];
+    for (area, y_desc, y_range, rate) in panels {
+        let mut chart = ChartBuilder::on(&area)
+            .margin(16)
+            .x_label_area_size(40)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0.0..x_max, y_range.clone().log_scale())
+            .map_err(draw)?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds since the first phase")
+            .y_desc(y_desc)
+            .draw()
+            .map_err(draw)?;
+        for (i, line) in lines.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            let series = line.points.iter().filter_map(|(t, rate_per_s, p99)| {
+                let y = if rate { Some(*rate_per_s) } else { *p99 };
+                y.filter(|y| *y >= y_range.start).map(|y| (*t, y))
+            });
+            chart
+                .draw_series(LineSeries::new(series, color.stroke_width(2)))
+                .map_err(draw)?
+                .label(line.label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        }
+        for (at, what) in marks {
+            chart
+                .draw_series(LineSeries::new(
+                    [(*at, y_range.start), (*at, y_range.end)],
+                    BLACK.stroke_width(1),
+                ))
+                .map_err(draw)?
+                .label(*what)
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+        }
+        if rate {
+            legend(&mut chart, SeriesLabelPosition::LowerRight)?;
+        }
+    }
     root.present().map_err(draw)?;
     Ok(())
 }

@@ -24,7 +24,7 @@ use crate::procinfo::{Usage, own_threads_cpu_s, processes_cpu_s, usage};
 use crate::seed::app_id;
 
 /// Names of the mocks' threads start with this.
-const MOCK_THREAD_PREFIX: &str = "mock-";
+pub(crate) const MOCK_THREAD_PREFIX: &str = "mock-";
 /// How often the mocks' counters are read during a send.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -469,14 +469,14 @@ async fn measure(
 /// CPU seconds of PostgreSQL and of RabbitMQ (each `None` when it does not
 /// run on this machine).
 #[derive(Debug, Clone, Copy)]
-struct ServicesCpu {
-    postgres_s: Option<f64>,
-    rabbitmq_s: Option<f64>,
+pub(crate) struct ServicesCpu {
+    pub(crate) postgres_s: Option<f64>,
+    pub(crate) rabbitmq_s: Option<f64>,
 }
 
 impl ServicesCpu {
     /// What they have used so far.
-    fn read() -> Self {
+    pub(crate) fn read() -> Self {
         Self {
             postgres_s: processes_cpu_s(&["postgres"]),
             rabbitmq_s: processes_cpu_s(&["beam.smp"]),
@@ -486,7 +486,7 @@ impl ServicesCpu {
     /// What they used since `before`: `None`, not a negative figure, when a
     /// process reaped elsewhere (not by the postmaster) took its CPU out of
     /// this reading.
-    fn since(self, before: Self) -> Self {
+    pub(crate) fn since(self, before: Self) -> Self {
         let used = |now: Option<f64>, then: Option<f64>| Some(now? - then?).filter(|cpu_s| *cpu_s >= 0.0);
         Self {
             postgres_s: used(self.postgres_s, before.postgres_s),
@@ -541,7 +541,7 @@ fn metric_sum(texts: &[String], name: &str) -> u64 {
 /// Polls the mocks until every notification of `ids` is complete and every
 /// reachable device was counted, with a progress bar of the `expected`
 /// devices; returns the curve and the final statuses.
-async fn follow(
+pub(crate) async fn follow(
     cluster: &LocalCluster,
     ids: &[String],
     expected: u64,
@@ -617,7 +617,7 @@ async fn wait_for(
 }
 
 /// Seconds until `q` of `total` was reached.
-fn time_to(curve: &[(f64, u64)], total: u64, q: f64) -> Option<f64> {
+pub(crate) fn time_to(curve: &[(f64, u64)], total: u64, q: f64) -> Option<f64> {
     let needed = (q * total as f64).ceil() as u64;
     curve
         .iter()
@@ -634,7 +634,7 @@ fn first_seconds_rate(curve: &[(f64, u64)], seconds: f64) -> Option<f64> {
 }
 
 /// CPU seconds this process has used so far.
-fn own_cpu_s() -> f64 {
+pub(crate) fn own_cpu_s() -> f64 {
     usage(std::process::id()).map_or(0.0, |u| u.cpu_s)
 }
 

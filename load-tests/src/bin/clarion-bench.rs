@@ -10,6 +10,7 @@ use clarion_load_tests::bench::overtake::{OvertakeArgs, run as overtake};
 use clarion_load_tests::bench::pacing::{PacingArgs, run as pacing};
 use clarion_load_tests::bench::run::{RunArgs, run as run_90in2};
 use clarion_load_tests::bench::scaling::{ScalingArgs, run as scaling};
+use clarion_load_tests::bench::storm::{StormArgs, run as storm};
 use clarion_load_tests::seed::{SeedArgs, run as seed};
 
 #[derive(Parser)]
@@ -57,6 +58,11 @@ enum Command {
     /// repeated runs): scaling.json, scaling.svg (t90 and CPU per push
     /// against the audience) and the README's table on standard output.
     Scaling(ScalingArgs),
+    /// The storm after an alert: registration writes and reads, receipts
+    /// (batched and one a request), status pollers and `/healthz`, each
+    /// alone and all together during a send, with the send's t90 without
+    /// and with them; writes storm.json, storm.svg and prints the table.
+    Storm(StormArgs),
 }
 
 #[tokio::main]
@@ -95,5 +101,6 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Seed(args) => seed(args).await,
         Command::Run(args) => run_90in2(args).await.map(|_| ()),
+        Command::Storm(args) => storm(args).await.map(|_| ()),
     }
 }
