@@ -45,11 +45,12 @@ pub struct Settings {
     pub http_workers: Option<usize>,
 
     /// Roles this coordinator runs, comma-separated: `api` (registrations,
-    /// receipts, status / curve / history reads; PostgreSQL only, no
-    /// background loop), `control` (sends, cancels, the console, admin,
-    /// those reads too, and every background loop: relay, scheduler,
-    /// report consumers, watchdog, hygiene), or both. A route of a role not
-    /// run here is answered 421 naming the role that serves it.
+    /// receipts, and every GET under /api/v1/notifications: status, curve,
+    /// history; PostgreSQL only, no background loop), `control` (sends,
+    /// cancels, the console, admin, those reads too, and every background
+    /// loop: relay, scheduler, report consumers, watchdog, hygiene), or
+    /// both. A route of a role not run here is answered 421 naming the
+    /// role that serves it.
     #[arg(
         long = "role",
         env = "CLARION_ROLE",

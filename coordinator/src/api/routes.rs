@@ -56,11 +56,15 @@ fn app_facing(cfg: &mut web::ServiceConfig) {
         .service(crate::receipts::api::post_receipts);
 }
 
-/// A notification's status, curve and history: served by both roles.
+/// Every GET under `/api/v1/notifications` — a notification's status,
+/// curve, history and held tokens: served by both roles, so a router that
+/// matches methods sends them all to the api role and one that matches
+/// only paths may leave them on control.
 fn reads(cfg: &mut web::ServiceConfig) {
     cfg.service(notification_list::list_notifications)
         .service(notifications::get_notification)
-        .service(curve::get_curve);
+        .service(curve::get_curve)
+        .service(held::get_held);
 }
 
 /// Sends and what an editor or operator does: the control role's routes.
@@ -71,7 +75,6 @@ fn control(cfg: &mut web::ServiceConfig) {
         .service(notifications::send_notification)
         .service(replace::replace_notification)
         .service(notifications::cancel_notification)
-        .service(held::get_held)
         .service(held::release_held)
         .service(held::discard_held)
         .service(audit::get_audit);

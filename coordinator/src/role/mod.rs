@@ -4,16 +4,17 @@
 //! run the send path.
 //!
 //! - `api` serves what apps and dashboards call: registrations, receipts,
-//!   and the reads of a notification's status, curve and history. It needs
-//!   PostgreSQL only (no broker link, no background loop besides its
+//!   and the reads of notifications (every GET under
+//!   `/api/v1/notifications`: status, curve, history, held tokens). It
+//!   needs PostgreSQL only (no broker link, no background loop besides its
 //!   group commits), and its readiness says so.
 //! - `control` serves everything else — sends, cancels, replacements, topic
-//!   sizes, held tokens, the audit log, the console — and the same reads
-//!   (the console shows them, and a router that matches paths but not
-//!   methods cannot tell `GET /api/v1/notifications/{id}` from its `PUT`),
-//!   and runs every background loop: the job relay, the scheduler, the
-//!   watchdog, hygiene, the receipts settler and the queue consumers
-//!   ([`loops`]).
+//!   sizes, releasing or discarding held tokens, the audit log, the console
+//!   — and the same reads (the console shows them, and a router that
+//!   matches paths but not methods cannot tell `GET
+//!   /api/v1/notifications/{id}` from its `PUT`), and runs every background
+//!   loop: the job relay, the scheduler, the watchdog, hygiene, the receipts
+//!   settler and the queue consumers ([`loops`]).
 //!
 //! Both keep `/healthz`, `/readyz`, `/metrics` and the OpenAPI document
 //! (always the whole API). The default runs both, as one coordinator did
@@ -27,7 +28,7 @@ use std::fmt;
 /// One role a coordinator may run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
-    /// The app-facing API: registrations, receipts, status / curve / history reads.
+    /// The app-facing API: registrations, receipts, reads of notifications.
     Api,
     /// Everything else of the API, and every background loop.
     Control,
