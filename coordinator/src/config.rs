@@ -10,6 +10,7 @@ use crate::hygiene::HygienePlan;
 use crate::progress::completion::Valve;
 use crate::release::Budget;
 use crate::release::relay::Scheduling;
+use crate::role::Roles;
 use clap::Parser;
 use clap::builder::BoolishValueParser;
 use clarion_runtime::telemetry::OtlpSettings;
@@ -42,6 +43,21 @@ pub struct Settings {
     /// HTTP worker threads (default: one per CPU core).
     #[arg(long = "http-workers", env = "CLARION_HTTP_WORKERS")]
     pub http_workers: Option<usize>,
+
+    /// Roles this coordinator runs, comma-separated: `api` (registrations,
+    /// receipts, and every GET under /api/v1/notifications: status, curve,
+    /// history; PostgreSQL only, no background loop), `control` (sends,
+    /// cancels, the console, admin, those reads too, and every background
+    /// loop: relay, scheduler, report consumers, watchdog, hygiene), or
+    /// both. A route of a role not run here is answered 421 naming the
+    /// role that serves it.
+    #[arg(
+        long = "role",
+        env = "CLARION_ROLE",
+        default_value = "api,control",
+        value_parser = Roles::parse
+    )]
+    pub roles: Roles,
 
     /// API keys and their scopes, `key=scope+scope,...`; scopes are
     /// `register`, `send` and `admin` (admin implies every scope); every
@@ -521,6 +537,25 @@ mod tests {
         let told = parse(&["--write-batches-in-flight=3"]).unwrap().writes;
         assert_eq!(told.bounds(16).in_flight, 3);
         assert!(parse(&["--write-queue-rows=0"]).is_err());
+    }
+
+    #[test]
+    fn both_roles_unless_told_and_a_wrong_role_stops_the_start() {
+        use crate::role::{Role, Roles};
+        assert_eq!(parse(&[]).unwrap().roles, Roles::BOTH);
+        assert_eq!(parse(&["--role=api"]).unwrap().roles, Roles::only(Role::Api));
+        assert_eq!(
+            parse(&["--role", "control"]).unwrap().roles,
+            Roles::only(Role::Control)
+        );
+        assert_eq!(parse(&["--role=control,api"]).unwrap().roles, Roles::BOTH);
+        // The last --role wins, as for every setting.
+        assert_eq!(
+            parse(&["--role=api", "--role=control"]).unwrap().roles,
+            Roles::only(Role::Control)
+        );
+        let err = parse(&["--role=apis"]).unwrap_err().to_string();
+        assert!(err.contains("unknown role \"apis\""), "{err}");
     }
 
     #[test]

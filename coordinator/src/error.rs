@@ -10,6 +10,7 @@ use utoipa::ToSchema;
 
 use crate::auth::AuthError;
 use crate::group_commit::WriteError;
+use crate::role::{Role, Roles};
 use crate::send::accept::{AcceptError, PlanError};
 use crate::send::send_at::SendAtError;
 use crate::store::StoreError;
@@ -44,6 +45,17 @@ pub enum ApiError {
     /// the ones it does (the `Allow` header).
     #[error("{method} is not allowed on this path; it takes {allow}")]
     MethodNotAllowed { method: String, allow: String },
+    /// A route of the API that coordinators of another role serve
+    /// (`--role`): the router in front sent it to the wrong pods.
+    #[error(
+        "{method} {path} is served by coordinators running the role `{serving}`; this one runs `{running}` (CLARION_ROLE); send it to a `{serving}` coordinator"
+    )]
+    WrongRole {
+        method: String,
+        path: String,
+        serving: Role,
+        running: Roles,
+    },
     #[error("{0}")]
     Conflict(String),
     /// A dependency (database, broker) is unavailable; retry later.
@@ -68,6 +80,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => "payload-too-large",
             ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
             ApiError::MethodNotAllowed { .. } => "method-not-allowed",
+            ApiError::WrongRole { .. } => "wrong-role",
             ApiError::Conflict(_) => "conflict",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Internal(_) => "internal",
@@ -86,6 +99,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => "Request body too large",
             ApiError::UnsupportedMediaType(_) => "Unsupported media type",
             ApiError::MethodNotAllowed { .. } => "Method not allowed",
+            ApiError::WrongRole { .. } => "Served by another coordinator role",
             ApiError::Conflict(_) => "Conflict",
             ApiError::Unavailable(_) => "Service unavailable",
             ApiError::Internal(_) => "Internal error",
@@ -134,6 +148,7 @@ impl ResponseError for ApiError {
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::WrongRole { .. } => StatusCode::MISDIRECTED_REQUEST,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,

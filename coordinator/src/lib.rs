@@ -11,8 +11,10 @@
 //! imports nothing above it). Domain errors become HTTP answers only in
 //! [`error`]; every metric is named in [`metrics`].
 //!
-//! [`start`] builds the whole service; `main` and the integration tests both
-//! use it. It must run inside an actix `System`.
+//! [`role`] says what a coordinator serves and runs (`--role api|control`,
+//! both by default): [`start`] builds the whole service for its roles;
+//! `main` and the integration tests both use it. It must run inside an
+//! actix `System`.
 
 pub mod api;
 pub mod auth;
@@ -27,6 +29,7 @@ pub mod migrations;
 pub mod progress;
 pub mod receipts;
 pub mod release;
+pub mod role;
 pub mod send;
 pub mod stop;
 pub mod store;
@@ -35,13 +38,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix::{Actor, Addr};
 use actix_web::dev::ServerHandle;
 use actix_web::{App, HttpServer, web};
 use clarion_proto::Names;
 use clarion_runtime::amqp;
-use clarion_runtime::amqp::consumer::{ConsumerSpec, QueueConsumer, stop_recipients};
-use clarion_runtime::amqp::publisher::Publisher;
 use clarion_runtime::apps::AppsFile;
 use clarion_runtime::health::Readiness;
 use clarion_runtime::telemetry::TraceService;
@@ -53,19 +53,12 @@ use crate::api::AppState;
 use crate::auth::ApiKeys;
 use crate::config::InitialKeys;
 pub use crate::config::Settings;
-use crate::consumers::cleanup::CleanupHandler;
-use crate::consumers::dead_letters::DeadLetterHandler;
-use crate::consumers::reports::ReportHandler;
 use crate::group_commit::GroupCommit;
 use crate::group_commit::registrations::RegistrationWrite;
-use crate::hygiene::actor::Hygiene;
 use crate::migrations::MigrationError;
-use crate::progress::watchdog::Watchdog;
 use crate::receipts::write::ReceiptWrite;
-use crate::release::relay::JobRelay;
-use crate::send::scheduler::Scheduler;
-use crate::send::topic_counter::TopicCounter;
-use crate::stop::Stop;
+use crate::role::Role;
+use crate::role::loops::{ControlLoops, Links};
 
 /// How the coordinator's spans are exported.
 pub fn trace_service() -> TraceService {
@@ -112,27 +105,15 @@ pub struct Coordinator {
     addr: SocketAddr,
     server: ServerHandle,
     serving: tokio::task::JoinHandle<std::io::Result<()>>,
-    consumers: Consumers,
-    relay: Addr<JobRelay>,
-    scheduler: Addr<Scheduler>,
-    watchdog: Addr<Watchdog>,
-    hygiene: Addr<Hygiene>,
+    /// The control role's loops, when it runs here.
+    control: Option<ControlLoops>,
     /// Re-reads the API keys file, when the keys come from one.
     keys_file_watch: Option<tokio::task::JoinHandle<()>>,
-    /// Counts reporting audiences and stores device-side verdicts.
-    receipts_settler: tokio::task::JoinHandle<()>,
     /// The group commits of registration writes and receipts.
     registration_writes: Arc<GroupCommit<RegistrationWrite>>,
     receipt_writes: Arc<GroupCommit<ReceiptWrite>>,
     readiness: Readiness,
     grace: Duration,
-}
-
-/// The coordinator's queue consumers; they run while their addresses live.
-struct Consumers {
-    reports: Vec<Addr<QueueConsumer<ReportHandler>>>,
-    dead_letters: Vec<Addr<QueueConsumer<DeadLetterHandler>>>,
-    cleanup: Vec<Addr<QueueConsumer<CleanupHandler>>>,
 }
 
 impl Coordinator {
@@ -142,8 +123,8 @@ impl Coordinator {
     }
 
     /// Stops gracefully: not ready any more, no new connections, requests
-    /// in flight finished, then the consumers stopped (the message being
-    /// processed is finished first) within the grace period.
+    /// in flight finished, then the control role's loops stopped (the
+    /// message being processed is finished first) within the grace period.
     pub async fn stop(self) {
         self.readiness.start_draining();
         self.server.stop(true).await;
@@ -151,26 +132,18 @@ impl Coordinator {
         // Every request is answered: no write waits for a batch any more.
         self.registration_writes.stop();
         self.receipt_writes.stop();
-        let _ = self.scheduler.send(Stop).await;
-        let _ = self.relay.send(Stop).await;
-        let _ = self.watchdog.send(Stop).await;
-        let _ = self.hygiene.send(Stop).await;
-        self.receipts_settler.abort();
         if let Some(watch) = &self.keys_file_watch {
             watch.abort();
         }
-        let consumers = self.consumers.reports.iter().map(|a| a.clone().recipient());
-        let consumers = consumers
-            .chain(self.consumers.dead_letters.iter().map(|a| a.clone().recipient()))
-            .chain(self.consumers.cleanup.iter().map(|a| a.clone().recipient()));
-        if !stop_recipients(consumers, self.grace).await {
-            warn!("grace period over; unfinished reports go back to the queue");
+        if let Some(control) = self.control {
+            control.stop(self.grace).await;
         }
         info!("coordinator stopped");
     }
 }
 
-/// Migrates the database, starts the actors and the HTTP server.
+/// Migrates the database, starts the actors of the roles it runs
+/// (`settings.roles`) and the HTTP server.
 pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
     metrics::declare();
     receipts::observe::declare();
@@ -191,84 +164,48 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         auth::file::watch(path, api_keys.clone(), text, settings.api_keys_file_poll())
     });
     let trust = Trust::load(&settings.tls)?;
+    let roles = settings.roles;
+    info!(%roles, "coordinator roles");
     migrations::run_when_reachable(&settings.database.url, &trust, DATABASE_STARTUP_PATIENCE).await?;
-    amqp::connect::check_tls(&settings.broker.url, &trust, LINK_CHECK_TIMEOUT).await?;
     let pool = db::pool(&settings.database, &trust, "clarion-coordinator")?;
     let names = Names::new(settings.broker.namespace.clone());
-    let broker = BrokerLink::spawn(
-        settings.broker.url.clone(),
-        trust.clone(),
-        "clarion-coordinator".into(),
-        names.clone(),
-    );
-
-    let refresh_every = settings.topic_count_max_age() / 2;
-    let topic_counter = TopicCounter::new(pool.clone(), refresh_every).start();
-    let publisher = Publisher::new(broker.clone(), names.clone());
-    let relay = JobRelay::new(pool.clone(), broker.clone(), names.clone(), settings.scheduling()).start();
-    let scheduler = Scheduler::new(
-        pool.clone(),
-        topic_counter.clone(),
-        relay.clone(),
-        settings.tokens_per_job,
-    )
-    .start();
-    let watchdog = Watchdog::new(pool.clone(), settings.stall()).start();
-    let hygiene = Hygiene::new(
-        db::Manager::new(&settings.database, &trust, "clarion-coordinator-hygiene")?,
-        settings.hygiene.plan(),
-        settings.hygiene.interval(),
-    )
-    .start();
-    clarion_runtime::metrics::watch_queue(broker.clone(), names.reports_queue());
-    clarion_runtime::metrics::watch_queue(broker.clone(), names.cleanup_queue());
-    clarion_runtime::metrics::watch_pool(pool.clone(), "coordinator");
-    let consumers = Consumers {
-        reports: QueueConsumer::start_pool(
-            1,
-            broker.clone(),
-            ConsumerSpec {
-                queue: names.reports_queue(),
-                prefetch: settings.reports_prefetch,
-                name: "coordinator-reports".into(),
-            },
-            ReportHandler::start(pool.clone(), settings.valve(), settings.reports_prefetch),
-        ),
-        dead_letters: QueueConsumer::start_pool(
-            1,
-            broker.clone(),
-            ConsumerSpec {
-                queue: names.dead_letter_watch_queue(),
-                prefetch: 16,
-                name: "coordinator-dead-letters".into(),
-            },
-            DeadLetterHandler {
-                pool: pool.clone(),
-                valve: settings.valve(),
-            },
-        ),
-        cleanup: QueueConsumer::start_pool(
-            1,
-            broker.clone(),
-            ConsumerSpec {
-                queue: names.cleanup_queue(),
-                prefetch: settings.reports_prefetch,
-                name: "coordinator-cleanup".into(),
-            },
-            CleanupHandler { pool: pool.clone() },
-        ),
+    // Only the control role talks to the broker (releases, reports,
+    // cancels): an api-only coordinator opens no link and its readiness
+    // does not wait for one.
+    let broker = if roles.runs(Role::Control) {
+        amqp::connect::check_tls(&settings.broker.url, &trust, LINK_CHECK_TIMEOUT).await?;
+        Some(BrokerLink::spawn(
+            settings.broker.url.clone(),
+            trust.clone(),
+            "clarion-coordinator".into(),
+            names.clone(),
+        ))
+    } else {
+        None
     };
+    let (control_loops, control) = match &broker {
+        Some(broker) => {
+            let links = Links {
+                pool: &pool,
+                broker,
+                names: &names,
+                trust: &trust,
+            };
+            let (loops, control) = ControlLoops::start(&settings, links)?;
+            (Some(loops), Some(control))
+        }
+        None => (None, None),
+    };
+    clarion_runtime::metrics::watch_pool(pool.clone(), "coordinator");
 
     let write_bounds = settings.writes.bounds(settings.database.pool_size);
     let registration_writes = Arc::new(GroupCommit::start(pool.clone(), write_bounds));
     let receipt_writes = Arc::new(GroupCommit::start(pool.clone(), write_bounds));
     let state = web::Data::new(AppState {
         pool: pool.clone(),
-        topic_counter,
-        relay: relay.clone(),
+        control,
         tokens_per_job: settings.tokens_per_job,
         valve: settings.valve(),
-        publisher,
         names: names.clone(),
         max_topics_per_device: settings.max_topics_per_device,
         topic_count_max_age: settings.topic_count_max_age(),
@@ -284,7 +221,6 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         receipt_writes.clone(),
         settings.hygiene.plan().detail_retention,
     ));
-    let receipts_settler = receipts::settle::spawn(pool.clone());
     let console = web::Data::new(console::Console {
         pool: pool.clone(),
         settings: settings.console.clone(),
@@ -294,16 +230,17 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
     // that came in the moment the port opened would otherwise get a 503
     // that only says the first connection is still being made (the one
     // 5xx a schemathesis run's metrics counted, issue 32).
-    if tokio::time::timeout(FIRST_BROKER_LINK_PATIENCE, broker.connection())
-        .await
-        .is_err()
+    if let Some(broker) = &broker
+        && tokio::time::timeout(FIRST_BROKER_LINK_PATIENCE, broker.connection())
+            .await
+            .is_err()
     {
         warn!(
             patience = ?FIRST_BROKER_LINK_PATIENCE,
             "the broker is not reachable yet; serving the API meanwhile (/readyz answers 503 until it is)"
         );
     }
-    let readiness = Readiness::new(Some(pool), Some(broker));
+    let readiness = Readiness::new(Some(pool), broker);
     let health = web::Data::new(readiness.clone());
 
     let mut server = HttpServer::new(move || {
@@ -315,8 +252,12 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
             .app_data(health.clone())
             .wrap(actix_web::middleware::from_fn(api::audit::audit_admin_use))
             .wrap(actix_web::middleware::from_fn(api::middleware::observe))
-            .configure(console::routes::configure)
-            .configure(api::routes::configure)
+            .configure(|cfg| {
+                if roles.runs(Role::Control) {
+                    console::routes::configure(cfg);
+                }
+            })
+            .configure(|cfg| api::routes::configure(cfg, roles))
     });
     // Signals are the binary's business (it stops the coordinator gracefully).
     server = server
@@ -340,13 +281,8 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         addr,
         server: handle,
         serving,
-        consumers,
-        relay,
-        scheduler,
-        watchdog,
-        hygiene,
+        control: control_loops,
         keys_file_watch,
-        receipts_settler,
         registration_writes,
         receipt_writes,
         readiness,

@@ -235,6 +235,26 @@ impl LocalCluster {
         wait_until_ready(&http, &format!("http://{addr}"), service).await
     }
 
+    /// Starts another coordinator on the cluster's database and broker:
+    /// the first one's settings, a port of its own, then `env` (such as
+    /// another `CLARION_ROLE`), as a second Deployment of the chart runs.
+    /// Waits until it is ready; returns it and its base URL.
+    pub async fn start_coordinator(
+        &self,
+        name: &str,
+        env: &[(String, String)],
+    ) -> Result<(ServiceProcess, String)> {
+        let addr = format!("127.0.0.1:{}", free_port()?);
+        let mut settings = self.coordinator.settings().to_vec();
+        settings.push(("CLARION_HTTP_ADDR".into(), addr.clone()));
+        settings.extend(env.iter().cloned());
+        let mut coordinator =
+            ServiceProcess::spawn(name, "clarion-coordinator", &[], &settings, &self.config.log_dir)?;
+        let base = format!("http://{addr}");
+        wait_until_ready(&self.http, &base, &mut coordinator).await?;
+        Ok((coordinator, base))
+    }
+
     /// Where the services write their logs.
     pub fn log_dir(&self) -> &std::path::Path {
         &self.config.log_dir

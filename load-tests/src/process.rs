@@ -131,6 +131,12 @@ impl ServiceProcess {
         self.launch.env.retain(|(k, _)| k != key);
     }
 
+    /// Every setting the process was started with, in order (a later one
+    /// of the same name wins).
+    pub fn settings(&self) -> &[(String, String)] {
+        &self.launch.env
+    }
+
     /// The value of one of the settings the process was started with.
     pub fn setting(&self, key: &str) -> Option<&str> {
         self.launch

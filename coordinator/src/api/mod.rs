@@ -46,14 +46,13 @@ pub const BODY_LIMIT: usize = 64 * 1024;
 /// What the handlers share.
 pub struct AppState {
     pub pool: PgPool,
-    pub topic_counter: Addr<TopicCounter>,
-    pub relay: Addr<JobRelay>,
+    /// The control role's parts; `None` on a coordinator that runs only
+    /// the api role (whose routes never ask for them).
+    pub control: Option<ControlState>,
     /// Tokens a shard job should cover (`CLARION_TOKENS_PER_JOB`).
     pub tokens_per_job: u64,
     /// The safety valve's thresholds (completing a cancelled notification).
     pub valve: Valve,
-    /// For control messages (cancellations).
-    pub publisher: Publisher,
     pub names: Names,
     pub max_topics_per_device: u32,
     pub topic_count_max_age: Duration,
@@ -63,6 +62,14 @@ pub struct AppState {
     pub apps: Arc<AppsFile>,
     /// The registration writes' group commit.
     pub registration_writes: Arc<GroupCommit<RegistrationWrite>>,
+}
+
+/// What only the control role's handlers use: sends, cancels, topic sizes.
+pub struct ControlState {
+    pub topic_counter: Addr<TopicCounter>,
+    pub relay: Addr<JobRelay>,
+    /// For control messages (cancellations).
+    pub publisher: Publisher,
 }
 
 /// What a request does with the app it names. An app this installation
@@ -78,6 +85,14 @@ pub enum AppUse {
 }
 
 impl AppState {
+    /// The control role's parts, for a handler of that role (registered
+    /// only where the role runs, so never missing there).
+    pub fn control(&self) -> Result<&ControlState, ApiError> {
+        self.control.as_ref().ok_or_else(|| {
+            ApiError::Internal("a control route on a coordinator without the control role".into())
+        })
+    }
+
     /// Applies a registration write through the group commit: answered
     /// once its batch is committed.
     pub async fn write(&self, app: String, token: String, change: Change) -> Result<Written, ApiError> {

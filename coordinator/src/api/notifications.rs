@@ -691,10 +691,11 @@ pub async fn send_notification(
         notification.lane = %lane,
         notification.scheduled = send_at.is_some(),
     );
+    let control = state.control()?;
     let sending = Sending {
         pool: &state.pool,
-        topic_counter: &state.topic_counter,
-        relay: &state.relay,
+        topic_counter: &control.topic_counter,
+        relay: &control.relay,
         tokens_per_job: state.tokens_per_job,
     };
     let accepted = accept(sending, id, notification, lane, send_at, &caller)
@@ -843,7 +844,7 @@ pub async fn cancel_notification(
 /// confirm: every harvester and dispatcher reads the log before it
 /// harvests or pushes anything (see `clarion_runtime::amqp::control`).
 async fn log_cancel(state: &AppState, id: Uuid) -> Result<(), ApiError> {
-    let logged = tokio::time::timeout(CANCEL_DEADLINE, publish_cancel(&state.publisher, id)).await;
+    let logged = tokio::time::timeout(CANCEL_DEADLINE, publish_cancel(&state.control()?.publisher, id)).await;
     let not_logged = match logged {
         Ok(Ok(())) => None,
         Ok(Err(err)) => Some(err.to_string()),

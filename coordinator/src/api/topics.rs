@@ -86,6 +86,7 @@ pub(super) async fn size_of(state: &AppState, app: &str, topic: String) -> Resul
         return Ok(TopicSize::of(topic, counts));
     }
     let counts = state
+        .control()?
         .topic_counter
         .send(GetTopicCounts {
             topic: topic.clone(),

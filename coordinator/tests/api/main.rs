@@ -17,6 +17,7 @@ mod posture;
 mod receipts;
 mod registrations;
 mod reports;
+mod roles;
 mod scheduled;
 mod topics;
 mod validation;
