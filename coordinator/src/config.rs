@@ -106,6 +106,18 @@ pub struct Settings {
     )]
     pub topic_count_max_age_secs: u64,
 
+    /// Longest a notification's status and curve, as answered, may lag
+    /// behind the database, in milliseconds: each is computed at most once
+    /// per this interval per coordinator however many poll it (concurrent
+    /// pollers share one computation), and a change shows within it.
+    #[arg(
+        long = "status-refresh-ms",
+        env = "CLARION_STATUS_REFRESH_MS",
+        default_value_t = 1000,
+        value_parser = clap::value_parser!(u64).range(1..=600_000)
+    )]
+    pub status_refresh_ms: u64,
+
     /// Tokens one shard job should cover: a notification's audience is cut
     /// into about audience / this many jobs (at most 1024).
     #[arg(
@@ -216,6 +228,11 @@ pub struct Settings {
 impl Settings {
     pub fn topic_count_max_age(&self) -> Duration {
         Duration::from_secs(self.topic_count_max_age_secs)
+    }
+
+    /// How long a status or curve snapshot is answered from memory.
+    pub fn status_refresh(&self) -> Duration {
+        Duration::from_millis(self.status_refresh_ms)
     }
 
     /// How the job relay decides what to release.

@@ -25,6 +25,7 @@ pub mod hygiene;
 pub mod metrics;
 pub mod migrations;
 pub mod progress;
+pub mod read_cache;
 pub mod receipts;
 pub mod release;
 pub mod send;
@@ -279,6 +280,14 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         apps,
         registration_writes: registration_writes.clone(),
     });
+    let status_snapshots = web::Data::new(api::notifications::StatusSnapshots::new(
+        "status",
+        settings.status_refresh(),
+    ));
+    let curve_snapshots = web::Data::new(api::curve::CurveSnapshots::new(
+        "curve",
+        settings.status_refresh(),
+    ));
     let receipts_state = web::Data::new(receipts::ReceiptsState::new(
         pool.clone(),
         receipt_writes.clone(),
@@ -309,6 +318,8 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
     let mut server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
+            .app_data(status_snapshots.clone())
+            .app_data(curve_snapshots.clone())
             .app_data(keys.clone())
             .app_data(console.clone())
             .app_data(receipts_state.clone())

@@ -42,6 +42,18 @@ pub const API_KEYS_RELOADS: CounterVec<1> = CounterVec::new(
 /// The outcomes of [`API_KEYS_RELOADS`].
 pub const API_KEYS_RELOAD_OUTCOMES: [&str; 3] = ["reloaded", "invalid", "unreadable"];
 
+/// Computations of a notification's status or curve (each answers every
+/// poller of that view for one refresh interval), by view (`status`,
+/// `curve`).
+pub const STATUS_COMPUTATIONS: CounterVec<1> = CounterVec::new(
+    "clarion_coordinator_status_computations_total",
+    "Computations of a notification's status or curve (shared by every poller for CLARION_STATUS_REFRESH_MS), by view (status, curve)",
+    ["view"],
+);
+
+/// The views of [`STATUS_COMPUTATIONS`].
+pub const STATUS_VIEWS: [&str; 2] = ["status", "curve"];
+
 /// Admin requests that could not be written to the audit log.
 pub const AUDIT_FAILURES: CounterVec<0> = CounterVec::new(
     "clarion_coordinator_audit_failures_total",
@@ -376,4 +388,8 @@ pub fn declare() {
         API_KEYS_RELOADS.with([outcome]).increment(0);
     }
     SENDS_RATE_LIMITED.get().increment(0);
+    STATUS_COMPUTATIONS.describe();
+    for view in STATUS_VIEWS {
+        STATUS_COMPUTATIONS.with([view]).increment(0);
+    }
 }

@@ -20,6 +20,7 @@ pub mod registrations;
 pub mod replace;
 pub mod routes;
 pub mod served_document;
+pub mod snapshots;
 pub mod topics;
 
 use std::sync::Arc;
