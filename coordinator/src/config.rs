@@ -118,6 +118,19 @@ pub struct Settings {
     )]
     pub status_refresh_ms: u64,
 
+    /// Memory for registrations read by `GET /api/v1/registrations/{token}`,
+    /// in MiB (0: no cache, every read asks the database). A cached answer
+    /// is served only while this coordinator listens to the database's
+    /// change notices and has proven it is caught up with every write
+    /// acknowledged before the read, by any coordinator.
+    #[arg(
+        long = "registration-cache-mib",
+        env = "CLARION_REGISTRATION_CACHE_MIB",
+        default_value_t = 64,
+        value_parser = clap::value_parser!(u64).range(0..=65_536)
+    )]
+    pub registration_cache_mib: u64,
+
     /// Tokens one shard job should cover: a notification's audience is cut
     /// into about audience / this many jobs (at most 1024).
     #[arg(

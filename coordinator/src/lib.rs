@@ -122,6 +122,8 @@ pub struct Coordinator {
     keys_file_watch: Option<tokio::task::JoinHandle<()>>,
     /// Counts reporting audiences and stores device-side verdicts.
     receipts_settler: tokio::task::JoinHandle<()>,
+    /// Listens to registration changes for the registration cache.
+    registration_listener: Option<tokio::task::JoinHandle<()>>,
     /// The group commits of registration writes and receipts.
     registration_writes: Arc<GroupCommit<RegistrationWrite>>,
     receipt_writes: Arc<GroupCommit<ReceiptWrite>>,
@@ -157,6 +159,9 @@ impl Coordinator {
         let _ = self.watchdog.send(Stop).await;
         let _ = self.hygiene.send(Stop).await;
         self.receipts_settler.abort();
+        if let Some(listener) = &self.registration_listener {
+            listener.abort();
+        }
         if let Some(watch) = &self.keys_file_watch {
             watch.abort();
         }
@@ -263,6 +268,15 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
     let write_bounds = settings.writes.bounds(settings.database.pool_size);
     let registration_writes = Arc::new(GroupCommit::start(pool.clone(), write_bounds));
     let receipt_writes = Arc::new(GroupCommit::start(pool.clone(), write_bounds));
+    let registration_reads =
+        read_cache::registrations::RegistrationReads::new(settings.registration_cache_mib * 1024 * 1024);
+    let registration_listener = match registration_reads.enabled() {
+        true => Some(read_cache::listener::spawn(
+            registration_reads.clone(),
+            db::Manager::new(&settings.database, &trust, "clarion-coordinator-listener")?,
+        )),
+        false => None,
+    };
     let state = web::Data::new(AppState {
         pool: pool.clone(),
         topic_counter,
@@ -279,6 +293,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         ),
         apps,
         registration_writes: registration_writes.clone(),
+        registration_reads,
     });
     let status_snapshots = web::Data::new(api::notifications::StatusSnapshots::new(
         "status",
@@ -358,6 +373,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         hygiene,
         keys_file_watch,
         receipts_settler,
+        registration_listener,
         registration_writes,
         receipt_writes,
         readiness,

@@ -36,6 +36,7 @@ use crate::error::ApiError;
 use crate::group_commit::GroupCommit;
 use crate::group_commit::registrations::{Change, RegistrationWrite, Written};
 use crate::progress::completion::Valve;
+use crate::read_cache::registrations::RegistrationReads;
 use crate::release::relay::JobRelay;
 use crate::send::topic_counter::TopicCounter;
 
@@ -64,6 +65,8 @@ pub struct AppState {
     pub apps: Arc<AppsFile>,
     /// The registration writes' group commit.
     pub registration_writes: Arc<GroupCommit<RegistrationWrite>>,
+    /// Registration reads from memory where proven current.
+    pub registration_reads: RegistrationReads,
 }
 
 /// What a request does with the app it names. An app this installation
