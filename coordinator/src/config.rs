@@ -122,6 +122,31 @@ pub struct Settings {
     )]
     pub topic_count_max_age_secs: u64,
 
+    /// Longest a notification's status and curve, as answered, may lag
+    /// behind the database, in milliseconds: each is computed at most once
+    /// per this interval per coordinator however many poll it (concurrent
+    /// pollers share one computation), and a change shows within it.
+    #[arg(
+        long = "status-refresh-ms",
+        env = "CLARION_STATUS_REFRESH_MS",
+        default_value_t = 1000,
+        value_parser = clap::value_parser!(u64).range(1..=600_000)
+    )]
+    pub status_refresh_ms: u64,
+
+    /// Memory for registrations read by `GET /api/v1/registrations/{token}`,
+    /// in MiB (0: no cache, every read asks the database). A cached answer
+    /// is served only while this coordinator listens to the database's
+    /// change notices and has proven it is caught up with every write
+    /// acknowledged before the read, by any coordinator.
+    #[arg(
+        long = "registration-cache-mib",
+        env = "CLARION_REGISTRATION_CACHE_MIB",
+        default_value_t = 64,
+        value_parser = clap::value_parser!(u64).range(0..=65_536)
+    )]
+    pub registration_cache_mib: u64,
+
     /// Tokens one shard job should cover: a notification's audience is cut
     /// into about audience / this many jobs (at most 1024).
     #[arg(
@@ -232,6 +257,11 @@ pub struct Settings {
 impl Settings {
     pub fn topic_count_max_age(&self) -> Duration {
         Duration::from_secs(self.topic_count_max_age_secs)
+    }
+
+    /// How long a status or curve snapshot is answered from memory.
+    pub fn status_refresh(&self) -> Duration {
+        Duration::from_millis(self.status_refresh_ms)
     }
 
     /// How the job relay decides what to release.

@@ -27,6 +27,7 @@ pub mod hygiene;
 pub mod metrics;
 pub mod migrations;
 pub mod progress;
+pub mod read_cache;
 pub mod receipts;
 pub mod release;
 pub mod role;
@@ -109,6 +110,8 @@ pub struct Coordinator {
     control: Option<ControlLoops>,
     /// Re-reads the API keys file, when the keys come from one.
     keys_file_watch: Option<tokio::task::JoinHandle<()>>,
+    /// Listens to registration changes for the registration cache.
+    registration_listener: Option<tokio::task::JoinHandle<()>>,
     /// The group commits of registration writes and receipts.
     registration_writes: Arc<GroupCommit<RegistrationWrite>>,
     receipt_writes: Arc<GroupCommit<ReceiptWrite>>,
@@ -132,6 +135,9 @@ impl Coordinator {
         // Every request is answered: no write waits for a batch any more.
         self.registration_writes.stop();
         self.receipt_writes.stop();
+        if let Some(listener) = &self.registration_listener {
+            listener.abort();
+        }
         if let Some(watch) = &self.keys_file_watch {
             watch.abort();
         }
@@ -201,6 +207,16 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
     let write_bounds = settings.writes.bounds(settings.database.pool_size);
     let registration_writes = Arc::new(GroupCommit::start(pool.clone(), write_bounds));
     let receipt_writes = Arc::new(GroupCommit::start(pool.clone(), write_bounds));
+    let registration_reads =
+        read_cache::registrations::RegistrationReads::new(settings.registration_cache_mib * 1024 * 1024);
+    // Only the api role serves registration reads.
+    let registration_listener = match registration_reads.enabled() && roles.runs(Role::Api) {
+        true => Some(read_cache::listener::spawn(
+            registration_reads.clone(),
+            db::Manager::new(&settings.database, &trust, "clarion-coordinator-listener")?,
+        )),
+        false => None,
+    };
     let state = web::Data::new(AppState {
         pool: pool.clone(),
         control,
@@ -215,7 +231,16 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         ),
         apps,
         registration_writes: registration_writes.clone(),
+        registration_reads,
     });
+    let status_snapshots = web::Data::new(api::notifications::StatusSnapshots::new(
+        "status",
+        settings.status_refresh(),
+    ));
+    let curve_snapshots = web::Data::new(api::curve::CurveSnapshots::new(
+        "curve",
+        settings.status_refresh(),
+    ));
     let receipts_state = web::Data::new(receipts::ReceiptsState::new(
         pool.clone(),
         receipt_writes.clone(),
@@ -246,6 +271,8 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
     let mut server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
+            .app_data(status_snapshots.clone())
+            .app_data(curve_snapshots.clone())
             .app_data(keys.clone())
             .app_data(console.clone())
             .app_data(receipts_state.clone())
@@ -283,6 +310,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         serving,
         control: control_loops,
         keys_file_watch,
+        registration_listener,
         registration_writes,
         receipt_writes,
         readiness,

@@ -42,6 +42,39 @@ pub const API_KEYS_RELOADS: CounterVec<1> = CounterVec::new(
 /// The outcomes of [`API_KEYS_RELOADS`].
 pub const API_KEYS_RELOAD_OUTCOMES: [&str; 3] = ["reloaded", "invalid", "unreadable"];
 
+/// Computations of a notification's status or curve (each answers every
+/// poller of that view for one refresh interval), by view (`status`,
+/// `curve`).
+pub const STATUS_COMPUTATIONS: CounterVec<1> = CounterVec::new(
+    "clarion_coordinator_status_computations_total",
+    "Computations of a notification's status or curve (shared by every poller for CLARION_STATUS_REFRESH_MS), by view (status, curve)",
+    ["view"],
+);
+
+/// Registration reads (`GET /api/v1/registrations/{token}`), by outcome:
+/// `hit` (from memory), `miss` (from the database, kept for the next),
+/// `bypass` (from the database: the cache is off, not listening, or not
+/// proven caught up in time).
+pub const REGISTRATION_READS: CounterVec<1> = CounterVec::new(
+    "clarion_coordinator_registration_reads_total",
+    "Registration reads, by outcome (hit: from memory, miss: from the database and kept, bypass: from the database, the cache being off or not caught up)",
+    ["outcome"],
+);
+
+/// The outcomes of [`REGISTRATION_READS`].
+pub const REGISTRATION_READ_OUTCOMES: [&str; 3] = ["hit", "miss", "bypass"];
+
+/// 1 while the registration cache listens to registration changes (and so
+/// may serve from memory), 0 otherwise.
+pub const REGISTRATION_CACHE_LISTENING: GaugeVec<0> = GaugeVec::new(
+    "clarion_coordinator_registration_cache_listening",
+    "1 while the registration cache listens to registration changes and may serve from memory, 0 while every read goes to the database",
+    [],
+);
+
+/// The views of [`STATUS_COMPUTATIONS`].
+pub const STATUS_VIEWS: [&str; 2] = ["status", "curve"];
+
 /// Admin requests that could not be written to the audit log.
 pub const AUDIT_FAILURES: CounterVec<0> = CounterVec::new(
     "clarion_coordinator_audit_failures_total",
@@ -376,4 +409,14 @@ pub fn declare() {
         API_KEYS_RELOADS.with([outcome]).increment(0);
     }
     SENDS_RATE_LIMITED.get().increment(0);
+    STATUS_COMPUTATIONS.describe();
+    REGISTRATION_READS.describe();
+    REGISTRATION_CACHE_LISTENING.describe();
+    REGISTRATION_CACHE_LISTENING.get().set(0.0);
+    for outcome in REGISTRATION_READ_OUTCOMES {
+        REGISTRATION_READS.with([outcome]).increment(0);
+    }
+    for view in STATUS_VIEWS {
+        STATUS_COMPUTATIONS.with([view]).increment(0);
+    }
 }

@@ -18,22 +18,6 @@ use serde_json::json;
 /// The tests read process-wide counters: one at a time.
 static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// The value of one series on `/metrics` (0 when absent).
-async fn metric(app: &TestCoordinator, series: &str) -> f64 {
-    let text = app
-        .request(Method::GET, "/metrics", None)
-        .send()
-        .await
-        .expect("metrics answered")
-        .text()
-        .await
-        .expect("metrics read");
-    text.lines()
-        .find(|line| line.starts_with(series) && line[series.len()..].starts_with(' '))
-        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0.0)
-}
-
 const REGISTRATION_BATCHES: &str = "clarion_write_batches_total{kind=\"registrations\"}";
 const RECEIPT_BATCHES: &str = "clarion_write_batches_total{kind=\"receipts\"}";
 

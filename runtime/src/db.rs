@@ -80,6 +80,22 @@ impl Manager {
     }
 }
 
+impl Manager {
+    /// A session of its own (not from the pool) whose `LISTEN`
+    /// notifications come through the receiver (see
+    /// [`PgTarget::connect_listening`](crate::pg_connect::PgTarget::connect_listening)),
+    /// opened within the connect timeout.
+    pub async fn connect_listening(
+        &self,
+        capacity: usize,
+    ) -> Result<(Client, tokio::sync::mpsc::Receiver<tokio_postgres::Notification>), ConnectError> {
+        tokio::time::timeout(self.connect_timeout, self.target.connect_listening(capacity))
+            .await
+            .map_err(|_| ConnectError::Timeout(self.connect_timeout))?
+            .map_err(ConnectError::from)
+    }
+}
+
 impl bb8::ManageConnection for Manager {
     type Connection = Client;
     type Error = ConnectError;

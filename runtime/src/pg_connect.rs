@@ -13,9 +13,11 @@
 
 use std::time::Duration;
 
+use futures::StreamExt;
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_postgres::config::{Host, SslMode as WireSslMode};
-use tokio_postgres::{Client, Config};
+use tokio_postgres::{AsyncMessage, Client, Config, Notification};
 use tokio_postgres_rustls::MakeRustlsConnect;
 use tracing::debug;
 
@@ -111,6 +113,36 @@ impl PgTarget {
             }
         });
         Ok((client, driver))
+    }
+
+    /// Opens a session whose notifications (`LISTEN`) are handed to the
+    /// returned receiver, at most `capacity` waiting (then the connection
+    /// is read no further until they are taken). The receiver ends when the
+    /// connection does.
+    pub async fn connect_listening(
+        &self,
+        capacity: usize,
+    ) -> Result<(Client, mpsc::Receiver<Notification>), tokio_postgres::Error> {
+        let (client, mut connection) = self.config.connect(self.tls.clone()).await?;
+        let (notifications, received) = mpsc::channel(capacity);
+        tokio::spawn(async move {
+            let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+            while let Some(message) = messages.next().await {
+                match message {
+                    Ok(AsyncMessage::Notification(notification)) => {
+                        if notifications.send(notification).await.is_err() {
+                            break;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(err) => {
+                        debug!(error = %err, "listening database connection ended");
+                        break;
+                    }
+                }
+            }
+        });
+        Ok((client, received))
     }
 
     /// `host:port` of the first server, for messages.

@@ -9,10 +9,12 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::AppState;
-use super::notifications::{find, json_with_etag};
+use super::notifications::find;
+use super::snapshots::{answer, snapshot_of, unshared};
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
 use crate::progress::timings::reachable;
+use crate::read_cache::snapshot::SnapshotCache;
 use crate::store::delivery::accept_histogram;
 
 /// `[seconds since the send, share accepted]` at the end of each bucket of
@@ -36,6 +38,9 @@ pub fn curve(buckets: &[(u32, u64)], reachable: u64) -> Vec<[f64; 2]> {
         .collect()
 }
 
+/// The snapshots of notifications' curves this coordinator answers.
+pub type CurveSnapshots = SnapshotCache<Curves>;
+
 /// The three curves of a send.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Curves {
@@ -52,6 +57,10 @@ pub struct Curves {
 
 /// The delivery curves so far: accepted by Apple / Google, received on the
 /// phones and opened (`[[seconds_since_send, share], …]`, 0 to 1).
+///
+/// Answers `ETag` (`If-None-Match` gets a bodiless 304 while nothing
+/// changed); computed at most once per `CLARION_STATUS_REFRESH_MS` per
+/// coordinator however many ask, so it may be that much behind.
 #[utoipa::path(
     tag = "notifications",
     security(("api_key" = [])),
@@ -69,23 +78,32 @@ pub struct Curves {
 pub async fn get_curve(
     caller: Caller,
     state: web::Data<AppState>,
+    snapshots: web::Data<CurveSnapshots>,
     id: web::Path<Uuid>,
     request: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Send)?;
     let id = id.into_inner();
-    let stored = find(&state, id).await?;
+    let snapshot = snapshots
+        .get(id, async { snapshot_of(curves_of(&state, id).await?) })
+        .await
+        .map_err(unshared)?;
+    Ok(answer(&request, &snapshot))
+}
+
+/// The curves of notification `id` as the database has them now.
+async fn curves_of(state: &AppState, id: Uuid) -> Result<Curves, ApiError> {
+    let stored = find(state, id).await?;
     let audience = stored.audience.total();
     let gone = stored.unregistered();
     let conn = state.pool.get().await.map_err(DbError::from)?;
     let buckets = accept_histogram(&*conn, id).await?;
     let (received, opened) = crate::receipts::figures::device_curves(&*conn, id).await?;
-    let curves = Curves {
+    Ok(Curves {
         accepted: curve(&buckets, reachable(audience, gone)),
         received,
         opened,
-    };
-    json_with_etag(&request, &curves)
+    })
 }
 
 #[cfg(test)]

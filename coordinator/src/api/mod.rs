@@ -20,6 +20,7 @@ pub mod registrations;
 pub mod replace;
 pub mod routes;
 pub mod served_document;
+pub mod snapshots;
 pub mod topics;
 
 use std::sync::Arc;
@@ -35,6 +36,7 @@ use crate::error::ApiError;
 use crate::group_commit::GroupCommit;
 use crate::group_commit::registrations::{Change, RegistrationWrite, Written};
 use crate::progress::completion::Valve;
+use crate::read_cache::registrations::RegistrationReads;
 use crate::release::relay::JobRelay;
 use crate::send::topic_counter::TopicCounter;
 
@@ -62,6 +64,8 @@ pub struct AppState {
     pub apps: Arc<AppsFile>,
     /// The registration writes' group commit.
     pub registration_writes: Arc<GroupCommit<RegistrationWrite>>,
+    /// Registration reads from memory where proven current.
+    pub registration_reads: RegistrationReads,
 }
 
 /// What only the control role's handlers use: sends, cancels, topic sizes.

@@ -10,7 +10,8 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::AppState;
-use super::notifications::{NotificationStatus, status_of};
+use super::notifications::{NotificationStatus, StatusSnapshots, status_of};
+use super::snapshots::{snapshot_of, unshared};
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
 use crate::store::lanes::Lane;
@@ -117,6 +118,7 @@ pub struct NotificationPage {
 pub async fn list_notifications(
     caller: Caller,
     state: web::Data<AppState>,
+    snapshots: web::Data<StatusSnapshots>,
     query: web::Query<ListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Send)?;
@@ -131,16 +133,22 @@ pub async fn list_notifications(
     for stored in page {
         let sender_key_id = stored.api_key_id.clone();
         let title = stored.notification.title.clone();
-        items.push(summary(status_of(&state, stored).await?, title, sender_key_id));
+        let id = stored.id;
+        // The status pollers' snapshot when there is one (a send in flight
+        // is computed once per interval, whoever asks); else this one,
+        // kept for them.
+        let compute = async { snapshot_of(status_of(&state, stored).await?) };
+        let status = snapshots.get(id, compute).await.map_err(unshared)?;
+        items.push(summary(&status.value, title, sender_key_id));
     }
     Ok(HttpResponse::Ok().json(NotificationPage { items, next_cursor }))
 }
 
-fn summary(status: NotificationStatus, title: Option<String>, sender_key_id: String) -> NotificationSummary {
+fn summary(status: &NotificationStatus, title: Option<String>, sender_key_id: String) -> NotificationSummary {
     NotificationSummary {
         id: status.id,
-        status: status.status,
-        topics: status.topics,
+        status: status.status.clone(),
+        topics: status.topics.clone(),
         title,
         lane: status.lane,
         dry_run: status.dry_run,
@@ -154,7 +162,7 @@ fn summary(status: NotificationStatus, title: Option<String>, sender_key_id: Str
         device_ninety_in_two: status.device.as_ref().and_then(|device| device.ninety_in_two),
         opened_percent: status.device.as_ref().map(|device| device.opened_percent),
         sender_key_id,
-        href: status.links.self_,
+        href: status.links.self_.clone(),
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use actix_web::http::header::{self, ETAG, EntityTag, IfNoneMatch};
+use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use chrono::{DateTime, Utc};
 use clarion_proto::presentation::sound_field;
@@ -10,13 +10,13 @@ use clarion_proto::{InterruptionLevel, LocalizedText, Notification, PerPlatform,
 use clarion_runtime::amqp::control::publish_cancel;
 use clarion_runtime::db::DbError;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use tracing::{Instrument, info};
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::Schema;
 use utoipa::{PartialSchema, ToSchema};
 use uuid::Uuid;
 
+use super::snapshots::{answer, snapshot_of, unshared};
 use super::{AppState, AppUse, platform_schema};
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
@@ -24,6 +24,7 @@ use crate::metrics;
 use crate::progress::completion::announce;
 use crate::progress::settle_cancelled;
 use crate::progress::timings::{Timings, reachable, timings};
+use crate::read_cache::snapshot::SnapshotCache;
 use crate::send::accept::{AcceptError, Accepted, Sending, accept};
 use crate::send::send_at::{parse_send_at, send_at_within_window};
 use crate::store::audit::{self, Action};
@@ -460,6 +461,10 @@ impl MessageBody {
     }
 }
 
+/// The snapshots of notifications' statuses this coordinator answers
+/// (`GET /api/v1/notifications/{id}` and the history's items).
+pub type StatusSnapshots = SnapshotCache<NotificationStatus>;
+
 /// Where a notification stands.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct NotificationStatus {
@@ -725,7 +730,10 @@ pub async fn send_notification(
 /// Where a notification stands: status, jobs, audience.
 ///
 /// Answers `ETag`; send it back as `If-None-Match` to get a bodiless 304
-/// while nothing changed.
+/// while nothing changed. Computed at most once per
+/// `CLARION_STATUS_REFRESH_MS` (default 1 s) per coordinator, however many
+/// ask: an answer may be that much behind the database (a cancel through
+/// the same coordinator shows at once).
 #[utoipa::path(
     tag = "notifications",
     security(("api_key" = [])),
@@ -743,13 +751,15 @@ pub async fn send_notification(
 pub async fn get_notification(
     caller: Caller,
     state: web::Data<AppState>,
+    snapshots: web::Data<StatusSnapshots>,
     id: web::Path<Uuid>,
     request: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Send)?;
     let id = id.into_inner();
-    let stored = find(&state, id).await?;
-    json_with_etag(&request, &status_of(&state, stored).await?)
+    let compute = async { snapshot_of(status_of(&state, find(&state, id).await?).await?) };
+    let snapshot = snapshots.get(id, compute).await.map_err(unshared)?;
+    Ok(answer(&request, &snapshot))
 }
 
 /// The notification stored as `id`; 404 when there is none.
@@ -757,28 +767,6 @@ pub(super) async fn find(state: &AppState, id: Uuid) -> Result<StoredNotificatio
     store::get(&state.pool, id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no notification {id}")))
-}
-
-/// `value` as JSON with a strong `ETag` of its bytes, or 304 when the
-/// request's `If-None-Match` already names it (pollers save the body).
-pub(super) fn json_with_etag(
-    request: &HttpRequest,
-    value: &impl Serialize,
-) -> Result<HttpResponse, ApiError> {
-    let body = serde_json::to_vec(value).map_err(|err| ApiError::Internal(err.to_string()))?;
-    let etag = EntityTag::new_strong(hex::encode(&Sha256::digest(&body)[..12]));
-    let unchanged = match header::Header::parse(request) {
-        Ok(IfNoneMatch::Any) => true,
-        Ok(IfNoneMatch::Items(tags)) => tags.iter().any(|tag| tag.weak_eq(&etag)),
-        Err(_) => false,
-    };
-    if unchanged {
-        return Ok(HttpResponse::NotModified().insert_header((ETAG, etag)).finish());
-    }
-    Ok(HttpResponse::Ok()
-        .insert_header((ETAG, etag))
-        .content_type("application/json")
-        .body(body))
 }
 
 /// Longest a cancel waits for the broker to confirm the cancellation.
@@ -810,6 +798,7 @@ const CANCEL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 pub async fn cancel_notification(
     caller: Caller,
     state: web::Data<AppState>,
+    snapshots: web::Data<StatusSnapshots>,
     id: web::Path<Uuid>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require(Scope::Send)?;
@@ -829,6 +818,7 @@ pub async fn cancel_notification(
     audit::record(&tx, &caller, Action::Cancel, &id.to_string(), detail).await?;
     tx.commit().await?;
     drop(conn);
+    snapshots.forget(id).await;
     if let Some(completion) = settle_cancelled(&state.pool, id, state.valve).await? {
         announce(id, &completion, state.valve);
     }

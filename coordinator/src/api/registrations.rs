@@ -166,10 +166,23 @@ pub async fn get_registration(
     caller.require(Scope::Register)?;
     let app = usable_app(&caller, &state, query.into_inner().app, AppUse::Read)?;
     let token = lookup_token(&token)?;
-    let stored = store::get(&state.pool, &app, &token)
+    let load = async {
+        match store::get(&state.pool, &app, &token).await? {
+            None => Ok::<_, ApiError>(None),
+            Some(stored) => Ok(Some(web::Bytes::from(json_bytes(&Registration::from(stored))?))),
+        }
+    };
+    let body = state
+        .registration_reads
+        .read((app.clone(), token.clone()), load)
         .await?
         .ok_or(StoreError::UnknownToken)?;
-    Ok(HttpResponse::Ok().json(Registration::from(stored)))
+    Ok(HttpResponse::Ok().content_type("application/json").body(body))
+}
+
+/// `value` as JSON bytes.
+fn json_bytes(value: &impl Serialize) -> Result<Vec<u8>, ApiError> {
+    serde_json::to_vec(value).map_err(|err| ApiError::Internal(format!("cannot encode the answer: {err}")))
 }
 
 /// Forget a device (the app was uninstalled or the user opted out).

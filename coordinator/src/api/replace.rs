@@ -8,7 +8,7 @@ use tracing::info;
 use uuid::Uuid;
 
 use super::AppState;
-use super::notifications::{NotificationStatus, ReadRequest, SendRequest, find, status_of};
+use super::notifications::{NotificationStatus, ReadRequest, SendRequest, StatusSnapshots, find, status_of};
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, Problem};
 use crate::send::send_at::send_at_within_window;
@@ -41,6 +41,7 @@ use crate::store::scheduled;
 pub async fn replace_notification(
     caller: Caller,
     state: web::Data<AppState>,
+    snapshots: web::Data<StatusSnapshots>,
     id: web::Path<Uuid>,
     body: web::Json<SendRequest>,
 ) -> Result<HttpResponse, ApiError> {
@@ -83,6 +84,7 @@ pub async fn replace_notification(
     audit::record(&tx, &caller, Action::Replace, &id.to_string(), &detail).await?;
     tx.commit().await?;
     drop(conn);
+    snapshots.forget(id).await;
     info!(notification.id = %id, key = %caller.key_id, send_at = %send_at.to_rfc3339(), "scheduled notification replaced");
     let stored = find(&state, id).await?;
     Ok(HttpResponse::Ok().json(status_of(&state, stored).await?))

@@ -45,6 +45,11 @@ impl TestCoordinator {
             "--http-workers=2".into(),
             format!("--database-url={}", db.url),
             "--database-pool-size=8".into(),
+            // These tests change the database behind the coordinator's back
+            // and read the status at once: no snapshot outlives a
+            // millisecond. The interval itself is tested in status_reads.rs,
+            // which passes its own.
+            "--status-refresh-ms=1".into(),
             format!("--amqp-url={}", broker.url),
             format!("--amqp-namespace={}", broker.namespace),
         ];
@@ -138,6 +143,25 @@ async fn start_coordinator(args: &[String]) -> Coordinator {
     clarion_coordinator::start(settings)
         .await
         .expect("coordinator starts")
+}
+
+/// The value of one series on `/metrics` (0 when absent). For the test
+/// binaries that read process-wide counters one test at a time (the API
+/// tests run in parallel and do not).
+#[allow(dead_code)]
+pub async fn metric(app: &TestCoordinator, series: &str) -> f64 {
+    let text = app
+        .request(Method::GET, "/metrics", None)
+        .send()
+        .await
+        .expect("metrics answered")
+        .text()
+        .await
+        .expect("metrics read");
+    text.lines()
+        .find(|line| line.starts_with(series) && line[series.len()..].starts_with(' '))
+        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0)
 }
 
 /// A valid APNs token derived from `n`.
