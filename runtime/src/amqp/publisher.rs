@@ -3,6 +3,12 @@
 //! Every message is published `mandatory`, so a message no queue would take
 //! comes back as an error instead of vanishing; a message counts as sent only
 //! once the broker has confirmed it.
+//!
+//! A channel that had a message refused (nack) is put out of use: when the
+//! node leading a quorum queue dies, a channel that began publishing to the
+//! queue before a new leader was known can go on refusing every message to
+//! it (RabbitMQ 3.10, seen in the broker-cluster test), while a new channel
+//! asks for the leader afresh.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,13 +59,19 @@ pub enum PublishError {
 const ROUND_ATTEMPTS: u32 = 3;
 /// Pause between rounds of [`Publisher::publish_all_within`].
 const ROUND_PAUSE: Duration = Duration::from_millis(500);
+/// How long a retired channel stays open for the confirms of the messages
+/// already sent on it (callers wait 10 s at most for a confirm).
+const RETIRED_CHANNEL_GRACE: Duration = Duration::from_secs(15);
+
+/// The channel clones of a publisher share.
+type ChannelSlot = Arc<Mutex<Option<Channel>>>;
 
 /// Cheap to clone; clones share one confirm-mode channel.
 #[derive(Clone)]
 pub struct Publisher {
     link: BrokerLink,
     names: Names,
-    channel: Arc<Mutex<Option<Channel>>>,
+    channel: ChannelSlot,
 }
 
 /// A published message whose confirm has not arrived yet.
@@ -68,6 +80,9 @@ pub struct PendingConfirm {
     confirm: PublisherConfirm,
     exchange: String,
     routing_key: String,
+    /// The channel it went out on, and the slot to retire it from.
+    channel: Channel,
+    slot: ChannelSlot,
 }
 
 impl PendingConfirm {
@@ -79,8 +94,30 @@ impl PendingConfirm {
                 exchange: self.exchange,
                 routing_key: self.routing_key,
             }),
-            Confirmation::Nack(_) => Err(PublishError::Nacked),
+            Confirmation::Nack(_) => {
+                retire(&self.slot, &self.channel).await;
+                Err(PublishError::Nacked)
+            }
         }
+    }
+}
+
+/// Takes `channel` out of `slot` (unless another nack did already), so the
+/// next message opens a new one, and closes it after
+/// [`RETIRED_CHANNEL_GRACE`].
+async fn retire(slot: &ChannelSlot, channel: &Channel) {
+    let mut current = slot.lock().await;
+    if current.as_ref().is_some_and(|c| c.id() == channel.id()) {
+        *current = None;
+        warn!(
+            channel = channel.id(),
+            "a publish was refused; later ones go on a new channel"
+        );
+        let channel = channel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(RETIRED_CHANNEL_GRACE).await;
+            let _ = channel.close(200, "retired after a nack".into()).await;
+        });
     }
 }
 
@@ -142,6 +179,8 @@ impl Publisher {
             confirm,
             exchange: message.exchange.clone(),
             routing_key: message.routing_key.clone(),
+            channel,
+            slot: self.channel.clone(),
         })
     }
 

@@ -177,6 +177,32 @@ impl RabbitCluster {
         Ok(quorum)
     }
 
+    /// What a failed test should print: the queue table and the end of
+    /// every node's log.
+    pub async fn diagnose(&self) -> String {
+        let mut text = match self.queues().await {
+            Ok(rows) => rows
+                .iter()
+                .map(|row| {
+                    format!(
+                        "{} {} leader={} members={:?}\n",
+                        row.name, row.kind, row.leader, row.members
+                    )
+                })
+                .collect(),
+            Err(err) => format!("no queue table: {err:#}\n"),
+        };
+        for (node, down) in self.nodes.iter().zip(&self.down) {
+            let state = if *down { "down" } else { "up" };
+            text.push_str(&format!(
+                "--- {} ({state})\n{}\n",
+                node.name,
+                node.broker_log_tail()
+            ));
+        }
+        text
+    }
+
     /// Waits until node `index` has booted (`await_startup`), or fails with
     /// the end of its log when it exits or takes too long.
     async fn await_node(&mut self, index: usize) -> Result<()> {

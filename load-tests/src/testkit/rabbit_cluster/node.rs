@@ -110,6 +110,12 @@ impl RabbitNode {
         }
     }
 
+    /// The last lines of the node's own log, for an error message.
+    pub fn broker_log_tail(&self) -> String {
+        let short = self.name.split('@').next().unwrap_or_default();
+        crate::testkit::scratch::log_tail(&self.dir.join("log").join(format!("{short}@localhost.log")))
+    }
+
     /// The last lines of the current run's output, for an error message.
     pub fn log_tail(&self) -> String {
         crate::testkit::scratch::log_tail(&self.dir.join(format!("server.{}.log", self.runs)))
