@@ -263,3 +263,69 @@ impl Publisher {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
+    use lapin::types::{AMQPValue, FieldTable};
+
+    use super::*;
+    use crate::tls::Trust;
+
+    /// The id of the channel the publisher would use now, if any.
+    async fn current_channel(publisher: &Publisher) -> Option<u16> {
+        publisher.channel.lock().await.as_ref().map(Channel::id)
+    }
+
+    #[tokio::test]
+    async fn a_nacked_message_moves_the_publisher_to_a_new_channel() {
+        let url = std::env::var("CLARION_TEST_AMQP_URL")
+            .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned());
+        let trust = Trust::load(&crate::settings::TlsSettings::default()).unwrap();
+        let names = Names::new(format!("test-{}", uuid::Uuid::new_v4().simple()));
+        let link = BrokerLink::spawn(url, trust, "publisher-test".into(), names.clone());
+        let publisher = Publisher::new(link.clone(), names.clone());
+        // A queue that refuses every message: full at length 0.
+        let full = format!("{}.full", names.harvest_queue());
+        let setup = link.connection().await.create_channel().await.unwrap();
+        let mut arguments = FieldTable::default();
+        arguments.insert("x-max-length".into(), AMQPValue::LongInt(0));
+        arguments.insert(
+            "x-overflow".into(),
+            AMQPValue::LongString("reject-publish".into()),
+        );
+        let options = QueueDeclareOptions {
+            auto_delete: true,
+            ..QueueDeclareOptions::default()
+        };
+        setup
+            .queue_declare(full.as_str().into(), options, arguments)
+            .await
+            .unwrap();
+        let refused = Outgoing {
+            exchange: String::new(),
+            routing_key: full.clone(),
+            body: b"refused".to_vec(),
+            properties: BasicProperties::default(),
+        };
+
+        let first_try = publisher.send(&refused).await.unwrap();
+        let first = current_channel(&publisher).await.expect("a channel");
+        let error = first_try.confirmed().await.unwrap_err();
+        assert!(matches!(error, PublishError::Nacked), "{error}");
+        assert_eq!(
+            current_channel(&publisher).await,
+            None,
+            "the refusing channel is retired"
+        );
+        let again = publisher.send(&refused).await.unwrap();
+        let second = current_channel(&publisher).await.expect("a new channel");
+        assert_ne!(first, second);
+        assert!(matches!(again.confirmed().await, Err(PublishError::Nacked)));
+
+        let _ = setup
+            .queue_delete(full.as_str().into(), QueueDeleteOptions::default())
+            .await;
+        let _ = crate::amqp::topology::delete(&setup, &names).await;
+    }
+}
