@@ -3,10 +3,13 @@
 //! against the machine's real PostgreSQL and RabbitMQ, in a throw-away
 //! database and AMQP namespace (or on throw-away TLS servers,
 //! `tls_servers`); a three-node RabbitMQ cluster for node loss
-//! (`rabbit_cluster`); and an OTLP receiver for trace tests.
+//! (`rabbit_cluster`); a PostgreSQL primary with a streaming standby
+//! (`pg_standby`); and an OTLP receiver for trace tests.
 
 mod cluster;
 pub mod otlp;
+mod pg_server;
+pub mod pg_standby;
 pub mod rabbit_cluster;
 mod scratch;
 mod seed;
