@@ -30,6 +30,13 @@ impl PgStandbyPair {
     /// Creates and starts the primary, then copies it into a standby that
     /// streams from it (blocking: a few seconds).
     pub fn start() -> Result<Self> {
+        Self::start_delayed(Duration::ZERO)
+    }
+
+    /// As [`PgStandbyPair::start`], with a standby that applies each
+    /// transaction `apply_delay` after its commit (`recovery_min_apply_delay`):
+    /// a replica lagging behind on purpose.
+    pub fn start_delayed(apply_delay: Duration) -> Result<Self> {
         let bin = postgres_bin_dir()?;
         let dir = scratch_dir("clarion-pg-standby")?;
         let run_as = server_user();
@@ -94,7 +101,10 @@ impl PgStandbyPair {
         // The copied configuration names the primary's port; a later line wins.
         append(
             &pair.dir.join("standby/postgresql.conf"),
-            &format!("\nport = {standby_port}\n"),
+            &format!(
+                "\nport = {standby_port}\nrecovery_min_apply_delay = '{}ms'\n",
+                apply_delay.as_millis()
+            ),
         )?;
         pair.pg_ctl("standby", "start")?;
         Ok(pair)
