@@ -71,6 +71,28 @@ pub struct Settings {
     #[command(flatten)]
     pub database: DatabaseSettings,
 
+    /// A replica (streaming standby) to stream the harvest from; the ledger
+    /// and every write stay on `--database-url`. A job is read from the
+    /// replica once it has replayed the primary's position the job
+    /// carries, else from the primary.
+    #[arg(
+        long = "harvest-database-url",
+        value_name = "URL",
+        env = "CLARION_HARVEST_DATABASE_URL",
+        hide_env_values = true
+    )]
+    pub harvest_database_url: Option<String>,
+
+    /// How long a job waits for the replica to replay the primary's
+    /// position before it is read from the primary (in milliseconds).
+    #[arg(
+        long = "harvest-replica-wait-ms",
+        env = "CLARION_HARVEST_REPLICA_WAIT_MS",
+        default_value_t = 2000,
+        value_parser = clap::value_parser!(u64).range(0..=60_000)
+    )]
+    pub replica_wait_ms: u64,
+
     #[command(flatten)]
     pub broker: BrokerSettings,
 

@@ -22,6 +22,7 @@ use tracing::{Instrument, info};
 use crate::batching::{BatchCutter, BatchTotals};
 use crate::ledger::{self, Entry, Ledger};
 use crate::metrics;
+use crate::replica::{self, Replica};
 
 /// One topic: the primary key yields rows already ordered by (shard, token).
 const ONE_TOPIC: &str = "SELECT token, platform, apns_environment, locale FROM registrations
@@ -57,6 +58,8 @@ pub struct HarvestContext {
     pub batch_size: usize,
     pub publish_window: usize,
     pub cancellations: Cancellations,
+    /// Where the registrations are streamed from when not the primary.
+    pub replica: Option<Replica>,
 }
 
 /// Harvests `job`; resolves once every batch is confirmed by the broker.
@@ -77,7 +80,7 @@ pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals
     let already = ledger::published(&ctx.pool, job.notification_id, job.job_index).await?;
     let ledger = Ledger::open(ctx.pool.clone(), job.notification_id, job.job_index);
     let mut skipped = 0u32;
-    let conn = ctx.pool.get().await.map_err(DbError::from)?;
+    let conn = replica::session(job, &ctx.pool, ctx.replica.as_ref()).await?;
     let start = job.shards.start() as i16;
     let end = job.shards.end() as i16;
     let topics = &job.notification.topics;

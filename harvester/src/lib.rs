@@ -13,6 +13,7 @@ pub mod handlers;
 pub mod harvest;
 pub mod ledger;
 pub mod metrics;
+pub mod replica;
 
 use std::time::Duration;
 
@@ -26,13 +27,14 @@ use clarion_runtime::health::{HealthServer, Readiness};
 use clarion_runtime::pg_connect::PgTarget;
 use clarion_runtime::telemetry::TraceService;
 use clarion_runtime::tls::{LINK_CHECK_TIMEOUT, LinkError, TlsError, Trust};
-use clarion_runtime::{BrokerLink, PgPool, db};
+use clarion_runtime::{BrokerLink, DatabaseSettings, PgPool, db};
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
 pub use crate::config::Settings;
 use crate::handlers::shard_jobs::ShardJobHandler;
 use crate::harvest::HarvestContext;
+use crate::replica::Replica;
 
 /// How the harvester's spans are exported.
 pub fn trace_service() -> TraceService {
@@ -138,6 +140,19 @@ pub async fn start(settings: Settings) -> Result<Harvester, StartError> {
 fn start_workers(settings: &Settings, trust: Trust) -> Result<Parts, StartError> {
     let pool = db::pool(&settings.database, &trust, "clarion-harvester")?;
     clarion_runtime::metrics::watch_pool(pool.clone(), "harvester");
+    let replica = match &settings.harvest_database_url {
+        Some(url) => {
+            let replica_settings = DatabaseSettings {
+                url: url.clone(),
+                ..settings.database.clone()
+            };
+            Some(Replica {
+                pool: db::pool(&replica_settings, &trust, "clarion-harvester-replica")?,
+                wait: Duration::from_millis(settings.replica_wait_ms),
+            })
+        }
+        None => None,
+    };
     let names = Names::new(settings.broker.namespace.clone());
     let link = BrokerLink::spawn(
         settings.broker.url.clone(),
@@ -154,6 +169,7 @@ fn start_workers(settings: &Settings, trust: Trust) -> Result<Parts, StartError>
             batch_size: settings.batch_size as usize,
             publish_window: settings.publish_window as usize,
             cancellations: cancellations.clone(),
+            replica,
         },
         retry_delay: Duration::from_millis(settings.retry_delay_ms),
     };

@@ -42,8 +42,19 @@ pub const JOB_DURATION: HistogramVec<0> = HistogramVec::new(
     [],
 );
 
+/// Shard jobs with a replica configured, by where they were read:
+/// `replica` (it had replayed the job's position), `behind` (it had not
+/// within the wait: read from the primary), `unusable` (unreachable or
+/// failing: read from the primary).
+pub const REPLICA_READS: CounterVec<1> = CounterVec::new(
+    "clarion_harvester_replica_reads_total",
+    "Shard jobs of a harvester with a replica, by where they were read (replica, behind, unusable)",
+    ["outcome"],
+);
+
 /// Gives the recorder every metric's help text; called once at start.
 pub fn describe() {
+    REPLICA_READS.describe();
     JOBS.describe();
     TOKENS.describe();
     BATCHES.describe();

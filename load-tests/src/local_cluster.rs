@@ -348,11 +348,16 @@ pub async fn wait_until_ready(http: &Client, base: &str, service: &mut ServicePr
     }
 }
 
-/// Deletes every queue and exchange of a run's namespace.
+/// Deletes every queue and exchange of a run's namespace (`amqp_url` may
+/// list a cluster's nodes).
 pub async fn delete_namespace(amqp_url: &str, namespace: &str) {
     let names = clarion_proto::Names::new(namespace);
-    if let Ok(connection) = lapin::Connection::connect(amqp_url, lapin::ConnectionProperties::default()).await
-    {
+    let Ok(trust) = clarion_runtime::Trust::load(&clarion_runtime::TlsSettings::default()) else {
+        return;
+    };
+    let connection =
+        clarion_runtime::amqp::connect::open(amqp_url, lapin::ConnectionProperties::default(), &trust).await;
+    if let Ok(connection) = connection {
         if let Ok(channel) = connection.create_channel().await {
             let _ = clarion_runtime::amqp::topology::delete(&channel, &names).await;
             // Closed before the connection: a channel only dropped is still

@@ -75,6 +75,13 @@ pub struct ShardJob {
     /// When the send request arrived; timings and TTL count from here.
     pub sent_at: DateTime<Utc>,
     pub notification: Notification,
+    /// The primary's WAL position (`pg_current_wal_lsn()`) when the job was
+    /// released, after the send was committed: a harvester reading from a
+    /// replica first waits until the replica has replayed it, so every
+    /// registration committed before the send is seen. Absent from older
+    /// coordinators (the harvest then reads the primary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_lsn: Option<String>,
 }
 
 /// Deterministic identity of a token batch: the same job cut the same way
@@ -527,6 +534,7 @@ mod tests {
                 shards: ShardRange::new(start, start + len).unwrap(),
                 sent_at: DateTime::from_timestamp(secs, 0).unwrap(),
                 notification: sample(),
+                primary_lsn: (job_index % 2 == 0).then(|| format!("0/{job_index:X}")),
             };
             prop_assert_eq!(decode::<ShardJob>(&encode(&job).unwrap()).unwrap(), job);
         }

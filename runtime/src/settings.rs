@@ -150,7 +150,9 @@ impl DatabaseSettings {
 /// Where RabbitMQ is and which names this installation uses on it.
 #[derive(Debug, Clone, Args)]
 pub struct BrokerSettings {
-    /// RabbitMQ URL.
+    /// RabbitMQ URL, or the URLs of a cluster's nodes comma-separated: a
+    /// connection goes to the first node that answers and, when it drops,
+    /// to the next one.
     #[arg(
         id = "amqp_url",
         value_name = "URL",

@@ -285,7 +285,8 @@ impl Round {
             return Ok(None);
         }
         metrics::RELAY_JOBS_AWAITING_CONFIRM.get().set(jobs.len() as f64);
-        self.publish(&jobs, release.lane).await?;
+        let primary_lsn = outbox::primary_lsn(&tx).await?;
+        self.publish(&jobs, release.lane, &primary_lsn).await?;
         outbox::mark_published(&tx, &jobs).await?;
         tx.commit().await?;
         metrics::JOBS_PUBLISHED
@@ -317,7 +318,7 @@ impl Round {
     }
 
     /// Publishes one notification's claimed jobs, in a span of its trace.
-    async fn publish(&self, jobs: &[WaitingJob], lane: Lane) -> Result<(), RelayError> {
+    async fn publish(&self, jobs: &[WaitingJob], lane: Lane, primary_lsn: &str) -> Result<(), RelayError> {
         let Some(first) = jobs.first() else {
             return Ok(());
         };
@@ -351,6 +352,7 @@ impl Round {
                         shards: job.shards,
                         sent_at: job.sent_at,
                         notification: job.notification.clone(),
+                        primary_lsn: Some(primary_lsn.to_owned()),
                     })
                 })
                 .collect::<Result<Vec<_>, PublishError>>()

@@ -125,6 +125,15 @@ pub async fn in_flight(client: &impl GenericClient) -> Result<Vec<InFlight>, Sto
         .collect()
 }
 
+/// The primary's current WAL position, as `pg_lsn` text: taken in the
+/// claiming transaction, after the send was committed, so it covers every
+/// registration committed before the send (a replica that has replayed it
+/// has them all).
+pub async fn primary_lsn(tx: &Transaction<'_>) -> Result<String, StoreError> {
+    let row = tx.query_one("SELECT pg_current_wal_lsn()::text", &[]).await?;
+    Ok(row.get(0))
+}
+
 /// Claims up to `limit` waiting jobs of one notification, lowest index
 /// first, row-locked for the rest of `tx` (`SKIP LOCKED`: the relays of
 /// several coordinator replicas never claim the same job). Nothing of a

@@ -2,10 +2,16 @@
 //! coordinator, harvesters and dispatchers (with the mock APNs and FCM)
 //! against the machine's real PostgreSQL and RabbitMQ, in a throw-away
 //! database and AMQP namespace (or on throw-away TLS servers,
-//! `tls_servers`); and an OTLP receiver for trace tests.
+//! `tls_servers`); a three-node RabbitMQ cluster for node loss
+//! (`rabbit_cluster`); a PostgreSQL primary with a streaming standby
+//! (`pg_standby`); and an OTLP receiver for trace tests.
 
 mod cluster;
 pub mod otlp;
+mod pg_server;
+pub mod pg_standby;
+pub mod rabbit_cluster;
+mod scratch;
 mod seed;
 pub mod tls_servers;
 

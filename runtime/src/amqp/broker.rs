@@ -1,5 +1,7 @@
 //! A self-healing link to RabbitMQ: one AMQP connection per process, opened
-//! in the background with backoff and re-opened whenever it drops.
+//! in the background with backoff and re-opened whenever it drops — to the
+//! next node of the list when `CLARION_AMQP_URL` names several, so a lost
+//! node is not dialled first again.
 //!
 //! The link declares the whole topology on each new connection, once, before
 //! it hands the connection out. Nothing else declares: when several channels
@@ -77,13 +79,17 @@ async fn keep_connected(
 ) {
     let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
     let properties = || ConnectionProperties::default().with_connection_name(name.clone().into());
+    let urls = connect::endpoints(&url);
+    // The node to dial first: after a loss, the one after the lost node.
+    let mut next = 0;
     loop {
         if tx.is_closed() {
             return;
         }
-        match connect_and_declare(&url, &trust, properties(), &names).await {
-            Ok(conn) => {
-                info!(connection = %name, "connected to rabbitmq");
+        match connect_and_declare(&urls, next, &trust, properties(), &names).await {
+            Ok((index, conn)) => {
+                info!(connection = %name, node = %connect::host(&urls[index]), "connected to rabbitmq");
+                next = (index + 1) % urls.len();
                 backoff.reset();
                 let conn = Arc::new(conn);
                 tx.send_replace(Some(conn.clone()));
@@ -97,9 +103,12 @@ async fn keep_connected(
                 tx.send_replace(None);
                 warn!(connection = %name, "lost the rabbitmq connection; reconnecting");
             }
-            Err(err) => {
+            Err(connect::Unreached { index, error: err }) => {
+                // A node that answered and could not declare (paused in a
+                // minority, say) is not asked first again.
+                next = (index + 1) % urls.len();
                 let delay = backoff.next_delay();
-                match connect::tls_failure(&url, &err) {
+                match connect::tls_failure(&urls[index], &err) {
                     Some(tls) => {
                         error!(connection = %name, error = %tls, retry_in_ms = delay.as_millis() as u64, "rabbitmq tls handshake failed")
                     }
@@ -113,23 +122,25 @@ async fn keep_connected(
     }
 }
 
-/// Opens a connection and declares the topology on it, on one channel that
-/// is closed again; a connection whose declaration fails is closed.
+/// Opens a connection to the first node of `urls` from `start` that
+/// answers and declares the topology on it, on one channel that is closed
+/// again; a connection whose declaration fails is closed.
 async fn connect_and_declare(
-    url: &str,
+    urls: &[String],
+    start: usize,
     trust: &Trust,
     properties: ConnectionProperties,
     names: &Names,
-) -> Result<Connection, lapin::Error> {
-    let conn = connect::open(url, properties, trust).await?;
+) -> Result<(usize, Connection), connect::Unreached> {
+    let (index, conn) = connect::open_any(urls, start, properties, trust).await?;
     let declared = async {
         let channel = conn.create_channel().await?;
         topology::declare(&channel, names).await?;
         channel.close(200, "topology declared".into()).await
     };
-    if let Err(err) = declared.await {
+    if let Err(error) = declared.await {
         let _ = conn.close(200, "topology not declared".into()).await;
-        return Err(err);
+        return Err(connect::Unreached { index, error });
     }
-    Ok(conn)
+    Ok((index, conn))
 }

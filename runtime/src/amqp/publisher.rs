@@ -3,6 +3,12 @@
 //! Every message is published `mandatory`, so a message no queue would take
 //! comes back as an error instead of vanishing; a message counts as sent only
 //! once the broker has confirmed it.
+//!
+//! A channel that had a message refused (nack) is put out of use: when the
+//! node leading a quorum queue dies, a channel that began publishing to the
+//! queue before a new leader was known can go on refusing every message to
+//! it (RabbitMQ 3.10, seen in the broker-cluster test), while a new channel
+//! asks for the leader afresh.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,13 +59,19 @@ pub enum PublishError {
 const ROUND_ATTEMPTS: u32 = 3;
 /// Pause between rounds of [`Publisher::publish_all_within`].
 const ROUND_PAUSE: Duration = Duration::from_millis(500);
+/// How long a retired channel stays open for the confirms of the messages
+/// already sent on it (callers wait 10 s at most for a confirm).
+const RETIRED_CHANNEL_GRACE: Duration = Duration::from_secs(15);
+
+/// The channel clones of a publisher share.
+type ChannelSlot = Arc<Mutex<Option<Channel>>>;
 
 /// Cheap to clone; clones share one confirm-mode channel.
 #[derive(Clone)]
 pub struct Publisher {
     link: BrokerLink,
     names: Names,
-    channel: Arc<Mutex<Option<Channel>>>,
+    channel: ChannelSlot,
 }
 
 /// A published message whose confirm has not arrived yet.
@@ -68,6 +80,9 @@ pub struct PendingConfirm {
     confirm: PublisherConfirm,
     exchange: String,
     routing_key: String,
+    /// The channel it went out on, and the slot to retire it from.
+    channel: Channel,
+    slot: ChannelSlot,
 }
 
 impl PendingConfirm {
@@ -79,8 +94,30 @@ impl PendingConfirm {
                 exchange: self.exchange,
                 routing_key: self.routing_key,
             }),
-            Confirmation::Nack(_) => Err(PublishError::Nacked),
+            Confirmation::Nack(_) => {
+                retire(&self.slot, &self.channel).await;
+                Err(PublishError::Nacked)
+            }
         }
+    }
+}
+
+/// Takes `channel` out of `slot` (unless another nack did already), so the
+/// next message opens a new one, and closes it after
+/// [`RETIRED_CHANNEL_GRACE`].
+async fn retire(slot: &ChannelSlot, channel: &Channel) {
+    let mut current = slot.lock().await;
+    if current.as_ref().is_some_and(|c| c.id() == channel.id()) {
+        *current = None;
+        warn!(
+            channel = channel.id(),
+            "a publish was refused; later ones go on a new channel"
+        );
+        let channel = channel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(RETIRED_CHANNEL_GRACE).await;
+            let _ = channel.close(200, "retired after a nack".into()).await;
+        });
     }
 }
 
@@ -142,6 +179,8 @@ impl Publisher {
             confirm,
             exchange: message.exchange.clone(),
             routing_key: message.routing_key.clone(),
+            channel,
+            slot: self.channel.clone(),
         })
     }
 
@@ -222,5 +261,71 @@ impl Publisher {
                 return Err(err);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
+    use lapin::types::{AMQPValue, FieldTable};
+
+    use super::*;
+    use crate::tls::Trust;
+
+    /// The id of the channel the publisher would use now, if any.
+    async fn current_channel(publisher: &Publisher) -> Option<u16> {
+        publisher.channel.lock().await.as_ref().map(Channel::id)
+    }
+
+    #[tokio::test]
+    async fn a_nacked_message_moves_the_publisher_to_a_new_channel() {
+        let url = std::env::var("CLARION_TEST_AMQP_URL")
+            .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned());
+        let trust = Trust::load(&crate::settings::TlsSettings::default()).unwrap();
+        let names = Names::new(format!("test-{}", uuid::Uuid::new_v4().simple()));
+        let link = BrokerLink::spawn(url, trust, "publisher-test".into(), names.clone());
+        let publisher = Publisher::new(link.clone(), names.clone());
+        // A queue that refuses every message: full at length 0.
+        let full = format!("{}.full", names.harvest_queue());
+        let setup = link.connection().await.create_channel().await.unwrap();
+        let mut arguments = FieldTable::default();
+        arguments.insert("x-max-length".into(), AMQPValue::LongInt(0));
+        arguments.insert(
+            "x-overflow".into(),
+            AMQPValue::LongString("reject-publish".into()),
+        );
+        let options = QueueDeclareOptions {
+            auto_delete: true,
+            ..QueueDeclareOptions::default()
+        };
+        setup
+            .queue_declare(full.as_str().into(), options, arguments)
+            .await
+            .unwrap();
+        let refused = Outgoing {
+            exchange: String::new(),
+            routing_key: full.clone(),
+            body: b"refused".to_vec(),
+            properties: BasicProperties::default(),
+        };
+
+        let first_try = publisher.send(&refused).await.unwrap();
+        let first = current_channel(&publisher).await.expect("a channel");
+        let error = first_try.confirmed().await.unwrap_err();
+        assert!(matches!(error, PublishError::Nacked), "{error}");
+        assert_eq!(
+            current_channel(&publisher).await,
+            None,
+            "the refusing channel is retired"
+        );
+        let again = publisher.send(&refused).await.unwrap();
+        let second = current_channel(&publisher).await.expect("a new channel");
+        assert_ne!(first, second);
+        assert!(matches!(again.confirmed().await, Err(PublishError::Nacked)));
+
+        let _ = setup
+            .queue_delete(full.as_str().into(), QueueDeleteOptions::default())
+            .await;
+        let _ = crate::amqp::topology::delete(&setup, &names).await;
     }
 }

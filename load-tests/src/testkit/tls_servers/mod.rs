@@ -11,7 +11,6 @@
 mod postgres;
 mod rabbitmq;
 
-use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -19,6 +18,8 @@ use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
     KeyPair, KeyUsagePurpose,
 };
+
+use super::scratch::{free_port, log_tail, scratch_dir};
 
 pub use postgres::TlsPostgres;
 pub use rabbitmq::TlsRabbitMq;
@@ -94,24 +95,4 @@ fn new_ca(name: &str) -> Result<(CertificateParams, KeyPair, String)> {
     params.distinguished_name = dn;
     let cert = params.self_signed(&key).context("signing a CA")?;
     Ok((params, key, cert.pem()))
-}
-
-/// A new empty directory under the system's temporary directory.
-fn scratch_dir(prefix: &str) -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("{prefix}-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    Ok(dir)
-}
-
-/// A port nothing listens on right now (bound, read, released).
-fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("finding a free port")?;
-    Ok(listener.local_addr()?.port())
-}
-
-/// The last lines of a log file, for an error message.
-fn log_tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(15)..].join("\n")
 }
