@@ -104,6 +104,9 @@ async fn a_harvest_from_the_replica_misses_no_device_registered_just_before_the_
             amqp_url,
             extra_ca_file: None,
         }),
+        // Dispatchers report what was pushed: without reports the relay's
+        // schedule sees the sends stall and holds the later ones' jobs back.
+        dispatchers: true,
         ..ClusterOptions::default()
     };
     let mut cluster = Cluster::start(options).await;
