@@ -75,8 +75,8 @@ pub enum StartError {
     Config(String),
     #[error(
         "invalid configuration: no app to deliver to on {platform}: give the `default` app its credentials \
-         with {default_settings}, or give an app {provider} credentials in an `[apps.<id>]` entry of the \
-         apps file (CLARION_APPS_FILE)"
+         with {default_settings}, or give an app {provider} credentials in an `[apps.<id>.{provider}]` table of \
+         the apps file (CLARION_APPS_FILE)"
     )]
     NoApp {
         platform: Platform,

@@ -233,7 +233,8 @@ async fn a_dispatcher_with_no_app_for_its_platform_refuses_to_start_naming_both_
             .await
             .expect_err("no app to serve: no start");
         let message = refused.to_string();
-        for way in [default_settings, "[apps.<id>]", "CLARION_APPS_FILE"] {
+        let table = format!("[apps.<id>.{}]", platform.channel());
+        for way in [default_settings, table.as_str(), "CLARION_APPS_FILE"] {
             assert!(message.contains(way), "{platform}: names {way}: {message}");
         }
         assert!(message.contains(platform.as_str()), "{message}");

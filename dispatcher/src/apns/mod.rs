@@ -75,7 +75,8 @@ impl PushChannel for ApnsChannel {
     type Prepared = ApnsPush;
     type Error = ApnsError;
     const NOT_THE_PROVIDER: &'static str = errors::NOT_APNS;
-    const ENDPOINT_SETTING: &'static str = "CLARION_APNS_ENDPOINT (or the app's apns_endpoint)";
+    const ENDPOINT_SETTING: &'static str =
+        "CLARION_APNS_ENDPOINT (or `endpoint` in the app's `[apps.<id>.apns]`)";
     const MISCONFIGURED: &'static [&'static str] = &[
         errors::NOT_APNS,
         "BadTopic",
