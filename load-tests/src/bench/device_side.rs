@@ -77,7 +77,7 @@ pub async fn start_panel(
 }
 
 /// Waits until every notification's device-side t90 is known (at most
-/// [`PATIENCE`]) and returns the statuses then, with the panel's figures.
+/// two minutes) and returns the statuses then, with the panel's figures.
 pub async fn wait_for_panel(cluster: &LocalCluster, ids: &[String]) -> Result<(Vec<Value>, DeviceSide)> {
     let started = Instant::now();
     loop {
