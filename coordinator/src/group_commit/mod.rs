@@ -18,6 +18,8 @@
 
 pub mod batch;
 pub mod registrations;
+#[cfg(test)]
+mod set_based_tests;
 pub mod write;
 
 pub use write::{BatchContext, BatchWrite, Bounds, WriteError};
