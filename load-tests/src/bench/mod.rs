@@ -15,6 +15,7 @@ pub mod perf_stat;
 pub mod plot;
 pub mod run;
 pub mod scaling;
+pub mod write_load;
 
 use std::path::{Path, PathBuf};
 

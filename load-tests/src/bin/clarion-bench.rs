@@ -10,6 +10,7 @@ use clarion_load_tests::bench::overtake::{OvertakeArgs, run as overtake};
 use clarion_load_tests::bench::pacing::{PacingArgs, run as pacing};
 use clarion_load_tests::bench::run::{RunArgs, run as run_90in2};
 use clarion_load_tests::bench::scaling::{ScalingArgs, run as scaling};
+use clarion_load_tests::bench::write_load::{WriteLoadArgs, run as write_load};
 use clarion_load_tests::seed::{SeedArgs, run as seed};
 
 #[derive(Parser)]
@@ -57,6 +58,9 @@ enum Command {
     /// repeated runs): scaling.json, scaling.svg (t90 and CPU per push
     /// against the audience) and the README's table on standard output.
     Scaling(ScalingArgs),
+    /// A bounded load of registration PUTs or receipts against a running
+    /// coordinator from concurrent clients: rate and latency percentiles.
+    WriteLoad(WriteLoadArgs),
 }
 
 #[tokio::main]
@@ -95,5 +99,6 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Seed(args) => seed(args).await,
         Command::Run(args) => run_90in2(args).await.map(|_| ()),
+        Command::WriteLoad(args) => write_load(args).await,
     }
 }
