@@ -18,6 +18,18 @@ const TOKEN_LOCK_CLASS: i32 = 0x436c_7201;
 
 pub use clarion_proto::DEFAULT_APP;
 
+/// The rows of device `d` (a row of an unnested device list), as a LATERAL
+/// subquery: each device is looked up on its own through the
+/// `(token, topic)` index, whatever the statistics say. `OFFSET 0` keeps
+/// the subquery whole (a nested loop over the devices); `app` is compared
+/// with IS NOT DISTINCT FROM (the same for a NOT NULL column) so that the
+/// primary key, whose first column is `app`, is never used to walk every
+/// row of the app. Without it a table never analysed yet (a new
+/// installation) got a plan that walked the whole app for each device,
+/// 40 ms a statement at 30,000 rows instead of 0.3 ms.
+const ROWS_OF_DEVICE: &str = "SELECT x.ctid AS row_id, x.* FROM registrations x
+                               WHERE x.token = d.token AND x.app IS NOT DISTINCT FROM d.app";
+
 /// What a device says of itself when it registers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Device {
@@ -84,9 +96,13 @@ pub async fn delete_devices(
     let (apps, tokens): (Vec<&str>, Vec<&str>) = devices.iter().copied().unzip();
     let rows = tx
         .query(
-            "DELETE FROM registrations r USING unnest($1::text[], $2::text[]) AS d(app, token)
-              WHERE r.token = d.token AND r.app = d.app
-             RETURNING r.app, r.token",
+            &format!(
+                "DELETE FROM registrations r
+                  USING unnest($1::text[], $2::text[]) AS d(app, token)
+                  CROSS JOIN LATERAL ({ROWS_OF_DEVICE} OFFSET 0) gone
+                  WHERE r.ctid = gone.row_id
+                 RETURNING r.app, r.token"
+            ),
             &[&apps, &tokens],
         )
         .await?;
@@ -156,11 +172,15 @@ impl RowsToStore {
 /// least one). One statement.
 pub async fn delete_topics_not_in(tx: &Transaction<'_>, rows: &RowsToStore) -> Result<(), StoreError> {
     tx.execute(
-        "DELETE FROM registrations r
-          USING (SELECT DISTINCT app, token FROM unnest($1::text[], $2::text[]) AS k(app, token)) d
-          WHERE r.token = d.token AND r.app = d.app
-            AND NOT EXISTS (SELECT 1 FROM unnest($1::text[], $2::text[], $3::text[]) AS k(app, token, topic)
-                             WHERE k.app = r.app AND k.token = r.token AND k.topic = r.topic)",
+        &format!(
+            "DELETE FROM registrations r
+              USING (SELECT DISTINCT app, token FROM unnest($1::text[], $2::text[]) AS k(app, token)) d
+              CROSS JOIN LATERAL ({ROWS_OF_DEVICE}
+                   AND NOT EXISTS (SELECT 1 FROM unnest($1::text[], $2::text[], $3::text[]) AS k(app, token, topic)
+                                    WHERE k.app = x.app AND k.token = x.token AND k.topic = x.topic)
+                   OFFSET 0) gone
+              WHERE r.ctid = gone.row_id"
+        ),
         &[&rows.apps, &rows.tokens, &rows.topics],
     )
     .await?;
@@ -197,7 +217,7 @@ pub async fn store_rows(tx: &Transaction<'_>, rows: &RowsToStore) -> Result<(), 
 }
 
 /// The registrations of `devices` (those with no row are absent). One
-/// statement, driven by the device list (the `(token, topic)` index).
+/// statement, driven by the device list ([`ROWS_OF_DEVICE`]).
 pub async fn read_devices(
     client: &impl GenericClient,
     devices: &[DeviceKey<'_>],
@@ -205,11 +225,13 @@ pub async fn read_devices(
     let (apps, tokens): (Vec<&str>, Vec<&str>) = devices.iter().copied().unzip();
     let rows = client
         .query(
-            "SELECT r.app, r.token, r.topic, r.platform, r.apns_environment, r.locale, r.created_at,
-                    r.updated_at, r.receipts
-               FROM unnest($1::text[], $2::text[]) AS d(app, token)
-               JOIN registrations r ON r.token = d.token AND r.app = d.app
-              ORDER BY r.app, r.token, r.topic",
+            &format!(
+                "SELECT r.app, r.token, r.topic, r.platform, r.apns_environment, r.locale, r.created_at,
+                        r.updated_at, r.receipts
+                   FROM unnest($1::text[], $2::text[]) AS d(app, token)
+                   CROSS JOIN LATERAL ({ROWS_OF_DEVICE} OFFSET 0) r
+                  ORDER BY r.app, r.token, r.topic"
+            ),
             &[&apps, &tokens],
         )
         .await?;
