@@ -88,7 +88,8 @@ pub async fn run(args: WriteLoadArgs) -> Result<()> {
     let measured_from = started + Duration::from_secs(args.warmup_seconds);
     let until = measured_from + Duration::from_secs(args.seconds);
     let clients = (0..args.clients).map(|_| {
-        let (client, args, next, notifications) = (client.clone(), args.clone(), next.clone(), notifications.clone());
+        let (client, args, next, notifications) =
+            (client.clone(), args.clone(), next.clone(), notifications.clone());
         async move {
             let mut latency = Histogram::<u64>::new(3).expect("3 significant digits is valid");
             let mut tally = Tally::default();
@@ -102,7 +103,11 @@ pub async fn run(args: WriteLoadArgs) -> Result<()> {
                 let _ = latency.record(sent.elapsed().as_micros() as u64);
                 if ok {
                     tally.ok += 1;
-                    tally.items += if args.kind == WriteKind::Receipts { args.batch as u64 } else { 1 };
+                    tally.items += if args.kind == WriteKind::Receipts {
+                        args.batch as u64
+                    } else {
+                        1
+                    };
                 } else {
                     tally.failed += 1;
                 }
@@ -184,7 +189,11 @@ async fn one_request(
 
 /// Registers `--devices` devices reporting receipts and sends
 /// `--notifications` notifications to them; returns their ids.
-async fn prepare_receipts(client: &reqwest::Client, args: &WriteLoadArgs, run_id: u32) -> Result<Vec<String>> {
+async fn prepare_receipts(
+    client: &reqwest::Client,
+    args: &WriteLoadArgs,
+    run_id: u32,
+) -> Result<Vec<String>> {
     let Some(send_key) = &args.send_key else {
         bail!("receipts need --send-key");
     };
