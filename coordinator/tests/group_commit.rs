@@ -221,3 +221,61 @@ async fn a_full_write_queue_answers_503_with_retry_after_at_once_and_keeps_what_
         .get(0);
     assert_eq!(stored, 2);
 }
+
+#[actix_web::test]
+async fn one_receipt_in_two_requests_of_a_batch_counts_once() {
+    let _turn = TURN.lock().await;
+    clarion_runtime::metrics::install().expect("the metrics recorder installs");
+    // One batch worker and a long wait: the requests share a batch.
+    let app =
+        TestCoordinator::start_with(&["--write-batch-wait-ms=100", "--write-batches-in-flight=1"]).await;
+    let body = json!({"platform": "ios", "topics": ["gc/r"], "receipts": true});
+    assert_eq!(
+        app.put_registration(&ios_token(1), body).await.status(),
+        StatusCode::OK
+    );
+    let (id, _) = send_planned(&app, "gc/r").await;
+    let before = metric(&app, RECEIPT_BATCHES).await;
+    // Each request also repeats the receipt within itself.
+    let receipt = json!({"notification_id": id, "token": ios_token(1), "event": "received"});
+    let body = json!({"receipts": [receipt, receipt]});
+    let answers = join_all((0..2).map(|_| {
+        let (app, body) = (&app, &body);
+        async move {
+            let response = app
+                .request(Method::POST, "/api/v1/receipts", Some(REGISTER_KEY))
+                .json(body)
+                .send()
+                .await
+                .expect("request sent");
+            assert_eq!(response.status(), StatusCode::ACCEPTED);
+            response.json::<serde_json::Value>().await.expect("a JSON answer")
+        }
+    }))
+    .await;
+    let total = |field: &str| {
+        answers
+            .iter()
+            .map(|a| a[field].as_u64().unwrap_or(99))
+            .sum::<u64>()
+    };
+    let batches = metric(&app, RECEIPT_BATCHES).await - before;
+    println!("two requests in {batches} batch(es): {answers:?}");
+    assert_eq!(
+        (total("accepted"), total("duplicates"), total("ignored")),
+        (1, 3, 0),
+        "{answers:?}"
+    );
+    let stored: i64 = app
+        .sql()
+        .await
+        .query_one(
+            "SELECT coalesce(sum(received), 0)::bigint FROM notification_receipt_counts WHERE notification_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, 1, "counted once in the aggregates");
+    app.stop().await;
+}

@@ -15,7 +15,7 @@ use crate::role::{Role, Roles};
 
 /// Registers the routes of the API that `roles` serve (see
 /// [`crate::role`]); a documented route of the other role is answered 421
-/// by [`other_methods`], the console's paths likewise.
+/// by `other_methods`, the console's paths likewise.
 pub fn configure(cfg: &mut web::ServiceConfig, roles: Roles) {
     cfg.configure(health::configure)
         .configure(clarion_runtime::metrics::configure)

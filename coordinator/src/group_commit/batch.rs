@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
-use futures::future::join_all;
 use tokio::sync::{Mutex, mpsc};
 use tokio::time::Instant;
 use tracing::warn;
@@ -146,12 +145,12 @@ async fn apply<W: BatchWrite>(
 /// A write of the first pass failed; the pass was rolled back.
 struct Refusal;
 
-/// Every write in one transaction, no savepoints, pipelined: the writes
-/// of one round (at most one per key) are sent together without waiting
-/// for each other's answers; rounds run one after the other, so writes of
-/// one key stay in arrival order. `Ok(Err(Refusal))`: a write failed and
-/// nothing was committed; `Err`: the transaction itself failed
-/// (connection, commit).
+/// Every write in one transaction, no savepoints, set-based: the writes
+/// of one round (at most one per key) are applied together
+/// ([`BatchWrite::apply_round`], a fixed number of statements); rounds run
+/// one after the other, so writes of one key stay in arrival order.
+/// `Ok(Err(Refusal))`: a round failed and nothing was committed; `Err`:
+/// the transaction itself failed (connection, commit).
 async fn together<W: BatchWrite>(
     pool: &PgPool,
     writes: &[&W],
@@ -161,14 +160,16 @@ async fn together<W: BatchWrite>(
     let tx = conn.transaction().await?;
     let mut outputs: Vec<Option<W::Output>> = writes.iter().map(|_| None).collect();
     for round in rounds(writes) {
-        let applied = join_all(round.iter().map(|&index| writes[index].apply(&tx, context))).await;
-        for (index, result) in round.into_iter().zip(applied) {
-            match result {
-                Ok(output) => outputs[index] = Some(output),
-                Err(_) => {
-                    tx.rollback().await?;
-                    return Ok(Err(Refusal));
+        let members: Vec<&W> = round.iter().map(|&index| writes[index]).collect();
+        match W::apply_round(&members, &tx, context).await {
+            Ok(applied) if applied.len() == round.len() => {
+                for (index, output) in round.into_iter().zip(applied) {
+                    outputs[index] = Some(output);
                 }
+            }
+            Ok(_) | Err(_) => {
+                tx.rollback().await?;
+                return Ok(Err(Refusal));
             }
         }
     }
@@ -204,10 +205,17 @@ async fn one_by_one<W: BatchWrite>(
     let mut results = Vec::with_capacity(writes.len());
     for write in writes {
         let savepoint = tx.savepoint("group_commit_write").await?;
-        match write.apply(&savepoint, context).await {
-            Ok(output) => {
+        let applied = W::apply_round(&[*write], &savepoint, context).await;
+        match applied.map(|outputs| outputs.into_iter().next()) {
+            Ok(Some(output)) => {
                 savepoint.commit().await?;
                 results.push(Ok(output));
+            }
+            Ok(None) => {
+                savepoint.rollback().await?;
+                results.push(Err(WriteError::Refused(StoreError::Corrupt(
+                    "a write applied alone gave no answer".into(),
+                ))));
             }
             Err(err) => {
                 savepoint.rollback().await?;

@@ -18,6 +18,8 @@
 
 pub mod batch;
 pub mod registrations;
+#[cfg(test)]
+mod set_based_tests;
 pub mod write;
 
 pub use write::{BatchContext, BatchWrite, Bounds, WriteError};
@@ -145,14 +147,22 @@ mod tests {
             self.key
         }
 
-        async fn apply(&self, tx: &Transaction<'_>, _batch: BatchContext) -> Result<i64, StoreError> {
-            let row = tx
-                .query_one(
-                    "INSERT INTO appended (key, value) VALUES ($1, $2) RETURNING txid_current()",
-                    &[&i64::from(self.key), &self.value],
+        async fn apply_round(
+            writes: &[&Self],
+            tx: &Transaction<'_>,
+            _batch: BatchContext,
+        ) -> Result<Vec<i64>, StoreError> {
+            let keys: Vec<i64> = writes.iter().map(|write| i64::from(write.key)).collect();
+            let values: Vec<i64> = writes.iter().map(|write| write.value).collect();
+            let rows = tx
+                .query(
+                    "INSERT INTO appended (key, value)
+                     SELECT key, value FROM unnest($1::bigint[], $2::bigint[]) AS w(key, value)
+                     RETURNING txid_current()",
+                    &[&keys, &values],
                 )
                 .await?;
-            Ok(row.get(0))
+            Ok(rows.iter().map(|row| row.get(0)).collect())
         }
     }
 

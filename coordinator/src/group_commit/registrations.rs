@@ -1,11 +1,14 @@
 //! The registration writes the group commit batches: a device's topic set
 //! replaced (`PUT`), one topic followed or dropped, the device forgotten.
-//! Each takes its token's lock first; a batch applies them sorted by
-//! (app, token), so writes of one token keep their arrival order and
-//! concurrent batches lock tokens in one order.
+//! A batch applies them sorted by (app, token), in rounds (one write per
+//! token each), so writes of one token keep their arrival order and
+//! concurrent batches lock tokens in one order; a round is applied
+//! set-based, a fixed number of statements for all its writes.
+
+use std::collections::{HashMap, HashSet};
 
 use crate::store::StoreError;
-use crate::store::registrations::{self as store, Device, StoredRegistration};
+use crate::store::registrations::{self as store, Device, DeviceKey, RowsToStore, StoredRegistration};
 use tokio_postgres::Transaction;
 
 use super::write::{BatchContext, BatchWrite};
@@ -57,19 +60,111 @@ impl BatchWrite for RegistrationWrite {
         (self.app.clone(), self.token.clone())
     }
 
-    async fn apply(&self, tx: &Transaction<'_>, _batch: BatchContext) -> Result<Written, StoreError> {
-        let (app, token) = (self.app.as_str(), self.token.as_str());
-        Ok(match &self.change {
+    async fn apply_round(
+        writes: &[&Self],
+        tx: &Transaction<'_>,
+        _batch: BatchContext,
+    ) -> Result<Vec<Written>, StoreError> {
+        apply_round(writes, tx).await
+    }
+}
+
+/// One round (one write per device, sorted by device) in at most seven
+/// statements whatever its size: the devices' locks; the devices gaining
+/// a topic read (their refusals decided before anything is written); the
+/// devices forgotten; the topics dropped; the topics no longer in a
+/// replaced set; the rows inserted or refreshed; the stored devices read
+/// back. A statement for a kind of write the round lacks is not sent
+/// (a round of `PUT`s: four).
+async fn apply_round(
+    writes: &[&RegistrationWrite],
+    tx: &Transaction<'_>,
+) -> Result<Vec<Written>, StoreError> {
+    let devices: Vec<DeviceKey<'_>> = writes.iter().map(|write| device_of(write)).collect();
+    store::lock_devices(tx, &devices).await?;
+    let gaining: Vec<DeviceKey<'_>> = writes
+        .iter()
+        .filter(|write| matches!(write.change, Change::AddTopic { .. }))
+        .map(|write| device_of(write))
+        .collect();
+    let current = if gaining.is_empty() {
+        HashMap::new()
+    } else {
+        store::read_devices(tx, &gaining).await?
+    };
+    let mut replaced = RowsToStore::default();
+    let mut rows = RowsToStore::default();
+    let mut stored_devices = Vec::new();
+    let mut forgotten = Vec::new();
+    let mut dropped = Vec::new();
+    for write in writes {
+        let (app, token) = device_of(write);
+        match &write.change {
             Change::Replace { device, topics } => {
-                Written::Stored(store::replace(tx, app, token, device, topics).await?)
+                let mut seen = HashSet::with_capacity(topics.len());
+                for topic in topics.iter().filter(|topic| seen.insert(topic.as_str())) {
+                    replaced.push(app, token, topic, device);
+                    rows.push(app, token, topic, device);
+                }
+                stored_devices.push((app, token));
             }
             Change::AddTopic { topic, max_topics } => {
-                Written::Stored(store::add_topic(tx, app, token, topic, *max_topics).await?)
+                let current = current
+                    .get(&(app.to_owned(), token.to_owned()))
+                    .ok_or(StoreError::UnknownToken)?;
+                let is_new = !current.topics.iter().any(|t| t == topic);
+                if is_new && current.topics.len() >= *max_topics as usize {
+                    return Err(StoreError::TooManyTopics { limit: *max_topics });
+                }
+                let device = Device {
+                    platform: current.platform,
+                    environment: current.environment,
+                    locale: current.locale.clone(),
+                    receipts: current.receipts,
+                };
+                rows.push(app, token, topic, &device);
+                stored_devices.push((app, token));
             }
-            Change::RemoveTopic { topic } => {
-                Written::Removed(u64::from(store::remove_topic(tx, app, token, topic).await?))
-            }
-            Change::Delete => Written::Removed(store::delete(tx, app, token).await?),
-        })
+            Change::RemoveTopic { topic } => dropped.push((app, token, topic.as_str())),
+            Change::Delete => forgotten.push((app, token)),
+        }
     }
+    let forgotten = if forgotten.is_empty() {
+        HashMap::new()
+    } else {
+        store::delete_devices(tx, &forgotten).await?
+    };
+    let dropped = if dropped.is_empty() {
+        HashSet::new()
+    } else {
+        store::remove_topics(tx, &dropped).await?
+    };
+    if !replaced.is_empty() {
+        store::delete_topics_not_in(tx, &replaced).await?;
+    }
+    if !rows.is_empty() {
+        store::store_rows(tx, &rows).await?;
+    }
+    let mut stored = if stored_devices.is_empty() {
+        HashMap::new()
+    } else {
+        store::read_devices(tx, &stored_devices).await?
+    };
+    writes
+        .iter()
+        .map(|write| {
+            let key = (write.app.clone(), write.token.clone());
+            Ok(match &write.change {
+                Change::Replace { .. } | Change::AddTopic { .. } => {
+                    Written::Stored(stored.remove(&key).ok_or(StoreError::UnknownToken)?)
+                }
+                Change::RemoveTopic { .. } => Written::Removed(u64::from(dropped.contains(&key))),
+                Change::Delete => Written::Removed(forgotten.get(&key).copied().unwrap_or(0)),
+            })
+        })
+        .collect()
+}
+
+fn device_of(write: &RegistrationWrite) -> DeviceKey<'_> {
+    (write.app.as_str(), write.token.as_str())
 }

@@ -15,10 +15,10 @@ pub trait BatchWrite: Send + Sync + 'static {
     /// What the request is answered with.
     type Output: Send + 'static;
     /// Writes with equal keys apply in their arrival order, one after the
-    /// other; writes of different keys are pipelined (sent together, their
-    /// statements interleaved), so they must not touch the same rows in a
-    /// way that depends on order. A batch applies its writes sorted by
-    /// key, so concurrent batches take their locks in one order.
+    /// other (in successive rounds); writes of different keys share a
+    /// round and are applied together by one set of statements. A batch
+    /// applies its writes sorted by key, so concurrent batches take their
+    /// locks in one order.
     type Key: Ord;
     /// The kind's metric label (fixed).
     const KIND: &'static str;
@@ -28,12 +28,17 @@ pub trait BatchWrite: Send + Sync + 'static {
 
     fn order_key(&self) -> Self::Key;
 
-    /// Applies the write inside `tx`; commits nothing.
-    fn apply(
-        &self,
+    /// Applies one round of writes inside `tx` (at most one write per key,
+    /// sorted by key) and returns one output per write, in order; commits
+    /// nothing. A kind applies a round with a fixed number of statements
+    /// (set-based, over arrays), not a few per write. An error fails the
+    /// whole round: the batch is rolled back and run again with each write
+    /// alone (a round of one) in its own savepoint.
+    fn apply_round(
+        writes: &[&Self],
         tx: &Transaction<'_>,
         batch: BatchContext,
-    ) -> impl Future<Output = Result<Self::Output, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Vec<Self::Output>, StoreError>> + Send;
 }
 
 /// What the writes of one batch know of it.

@@ -12,7 +12,7 @@ use uuid::Uuid;
 pub const MAX_RECEIPTS: usize = 500;
 
 /// What a device says happened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Event {
     Received,
     Opened,

@@ -8,7 +8,7 @@
 //!   [`store`] is its SQL, [`bins`] the delay histogram's arithmetic,
 //!   [`figures`] what the status and curve show, [`settle`] counts the
 //!   reporting audience and stores the verdict once, [`api`] the endpoint,
-//!   [`write`] a request as a write of the group commit.
+//!   [`mod@write`] a request as a write of the group commit.
 
 pub mod api;
 pub mod bins;

@@ -1,8 +1,9 @@
-//! Recording one request's receipts in one transaction: which count,
-//! which are duplicates, which are ignored, and what they add to each
-//! notification's aggregates. The answer is given only after the commit.
+//! Recording a batch of receipts requests in one transaction, set-based
+//! (a fixed number of statements per batch): which receipts count, which
+//! are duplicates, which are ignored, and what they add to each
+//! notification's aggregates. The answers are given only after the commit.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Duration, Utc};
 use tokio_postgres::Transaction;
@@ -54,120 +55,209 @@ pub fn clamp(at: Option<DateTime<Utc>>, sent_at: DateTime<Utc>, now: DateTime<Ut
     at.clamp(sent_at, now)
 }
 
-/// Records `receipts` arrived at `now`; `cutoff` is the detail retention's
-/// (receipts of notifications sent before it are ignored), `may_use_app`
-/// says whether the caller's key may speak for a notification's app (the
-/// receipts of other apps are ignored). Commits nothing: the caller commits
-/// `tx`.
-pub async fn record(
-    tx: &Transaction<'_>,
-    receipts: &[Receipt],
-    now: DateTime<Utc>,
-    cutoff: Option<DateTime<Utc>>,
-    slot: i16,
-    may_use_app: &(dyn Fn(&str) -> bool + Sync),
-) -> Result<Outcome, StoreError> {
-    let mut by_notification: BTreeMap<Uuid, Vec<&Receipt>> = BTreeMap::new();
-    for receipt in receipts {
-        by_notification
-            .entry(receipt.notification_id)
-            .or_default()
-            .push(receipt);
-    }
-    let ids: Vec<Uuid> = by_notification.keys().copied().collect();
-    let targets = store::targets(tx, &ids, cutoff).await?;
-    let mut outcome = Outcome::default();
-    // In id order, so concurrent requests lock aggregate rows in one order.
-    for (id, receipts) in by_notification {
-        match targets.get(&id).filter(|target| may_use_app(&target.app)) {
-            Some(target) => record_for(tx, target, &receipts, now, slot, &mut outcome).await?,
-            None => receipts.iter().for_each(|r| outcome.tally(r.event, 2)),
-        }
-    }
-    Ok(outcome)
+/// One request's receipts with what they are judged by.
+pub struct Request<'a> {
+    pub receipts: &'a [Receipt],
+    /// The arrival of the request (receipt times are clamped to it).
+    pub now: DateTime<Utc>,
+    /// The detail retention's cutoff: receipts of notifications sent
+    /// before it are ignored.
+    pub cutoff: Option<DateTime<Utc>>,
+    /// Whether the caller's key may speak for a notification's app (the
+    /// receipts of other apps are ignored).
+    pub may_use_app: &'a (dyn Fn(&str) -> bool + Sync),
+    /// The counter slot its increments go to.
+    pub slot: i16,
 }
 
-async fn record_for(
-    tx: &Transaction<'_>,
-    target: &Target,
-    receipts: &[&Receipt],
-    now: DateTime<Utc>,
-    slot: i16,
-    outcome: &mut Outcome,
-) -> Result<(), StoreError> {
-    let tokens: Vec<String> = receipts
+/// A receipt judged: ignored, or counted for `key` if it is the first of
+/// its event for that row in its request (the rest are duplicates) and its
+/// request claimed the write.
+enum Verdict<'a> {
+    Ignored(Event),
+    Judged {
+        event: Event,
+        key: (Uuid, &'a str),
+        first: bool,
+    },
+}
+
+/// Which request of the batch writes a row, and the time it writes.
+struct Claim {
+    request: usize,
+    at: DateTime<Utc>,
+    /// The time is a `received` one (an `opened` gives the row its time
+    /// only when its request has no `received` for the device).
+    from_received: bool,
+}
+
+/// Records the receipts of a batch of `requests` (in arrival order) with a
+/// fixed number of statements: the notifications, the reporting
+/// membership of every (notification, token), the `received` rows, the
+/// opens, and the aggregates (two statements sent together). Returns one
+/// outcome per request, exactly as if the requests had been recorded one
+/// after the other in arrival order: the first receipt of a device and
+/// event counts, a second one (in the same request or a later one) is a
+/// duplicate. Commits nothing: the caller commits `tx`.
+pub async fn record(tx: &Transaction<'_>, requests: &[Request<'_>]) -> Result<Vec<Outcome>, StoreError> {
+    let ids: BTreeSet<Uuid> = requests
         .iter()
-        .map(|r| r.token.clone())
-        .collect::<HashSet<_>>()
-        .into_iter()
+        .flat_map(|request| request.receipts.iter().map(|r| r.notification_id))
         .collect();
-    let reporting = store::reporting_among(tx, target, &tokens).await?;
-    // The first receipt of each (device, event) in the request; the rest
-    // of them are duplicates. Sorted by token: one lock order.
-    let mut received: BTreeMap<&str, DateTime<Utc>> = BTreeMap::new();
-    let mut opened: BTreeMap<&str, DateTime<Utc>> = BTreeMap::new();
-    let mut verdicts: Vec<(Event, &str, bool)> = Vec::with_capacity(receipts.len());
-    for receipt in receipts {
-        if !reporting.contains(&receipt.token) {
-            outcome.tally(receipt.event, 2);
-            continue;
-        }
-        let firsts = match receipt.event {
-            Event::Received => &mut received,
-            Event::Opened => &mut opened,
-        };
-        let first = !firsts.contains_key(receipt.token.as_str());
-        if first {
-            firsts.insert(&receipt.token, clamp(receipt.at, target.sent_at, now));
-        }
-        verdicts.push((receipt.event, &receipt.token, first));
-    }
-    // An `opened` without a `received` counts as both: the row is inserted
-    // with the open's time as its receipt time.
-    let mut rows: BTreeMap<&str, DateTime<Utc>> = opened.clone();
-    rows.extend(received.iter().map(|(token, at)| (*token, *at)));
-    let owned = |rows: &BTreeMap<&str, DateTime<Utc>>| -> Vec<(String, DateTime<Utc>)> {
-        rows.iter()
-            .map(|(token, at)| ((*token).to_owned(), *at))
-            .collect()
+    // The earliest cutoff (none if a request has none); each request's own
+    // is applied below, on the same column.
+    let cutoff = requests
+        .iter()
+        .map(|request| request.cutoff)
+        .collect::<Option<Vec<_>>>()
+        .and_then(|cutoffs| cutoffs.into_iter().min());
+    let ids: Vec<Uuid> = ids.into_iter().collect();
+    let targets = store::targets(tx, &ids, cutoff).await?;
+    let target_of = |request: &Request<'_>, receipt: &Receipt| {
+        targets.get(&receipt.notification_id).filter(|target| {
+            request.cutoff.is_none_or(|cutoff| target.sent_at >= cutoff) && (request.may_use_app)(&target.app)
+        })
     };
-    let new_received = if rows.is_empty() {
-        HashMap::new()
+    let pairs: BTreeMap<(Uuid, &str), &Target> = requests
+        .iter()
+        .flat_map(|request| {
+            request.receipts.iter().filter_map(move |receipt| {
+                target_of(request, receipt).map(|target| ((target.id, receipt.token.as_str()), target))
+            })
+        })
+        .collect();
+    let reporting = if pairs.is_empty() {
+        HashSet::new()
     } else {
-        store::insert_received(tx, target.id, &owned(&rows)).await?
+        let pairs: Vec<(&Target, &str)> = pairs
+            .iter()
+            .map(|((_, token), target)| (*target, *token))
+            .collect();
+        store::reporting_pairs(tx, &pairs).await?
     };
-    let new_opened = if opened.is_empty() {
-        HashMap::new()
-    } else {
-        store::mark_opened(tx, target.id, &owned(&opened)).await?
-    };
-    for (event, token, first) in verdicts {
-        let counted = first
-            && match event {
-                Event::Received => new_received.contains_key(token),
-                Event::Opened => new_opened.contains_key(token),
+
+    // Who writes which row: the first request (in arrival order) that
+    // brings a counted receipt for it, as the requests one after the
+    // other would have.
+    let mut rows: BTreeMap<(Uuid, &str), Claim> = BTreeMap::new();
+    let mut opens: BTreeMap<(Uuid, &str), Claim> = BTreeMap::new();
+    let mut verdicts: Vec<Vec<Verdict<'_>>> = Vec::with_capacity(requests.len());
+    for (index, request) in requests.iter().enumerate() {
+        let mut seen: HashSet<(Event, Uuid, &str)> = HashSet::new();
+        let mut judged = Vec::with_capacity(request.receipts.len());
+        for receipt in request.receipts {
+            let token = receipt.token.as_str();
+            let Some(target) = target_of(request, receipt)
+                .filter(|target| reporting.contains(&(target.id, receipt.token.clone())))
+            else {
+                judged.push(Verdict::Ignored(receipt.event));
+                continue;
             };
-        outcome.tally(event, if counted { 0 } else { 1 });
+            let key = (target.id, token);
+            let first = seen.insert((receipt.event, target.id, token));
+            if first {
+                let at = clamp(receipt.at, target.sent_at, request.now);
+                let from_received = receipt.event == Event::Received;
+                let row = rows.entry(key).or_insert(Claim {
+                    request: index,
+                    at,
+                    from_received,
+                });
+                // An `opened` without a `received` counts as both: its
+                // request's row takes the open's time, unless the same
+                // request also says when it was received.
+                if row.request == index && from_received && !row.from_received {
+                    row.at = at;
+                    row.from_received = true;
+                }
+                if receipt.event == Event::Opened {
+                    opens.entry(key).or_insert(Claim {
+                        request: index,
+                        at,
+                        from_received,
+                    });
+                }
+            }
+            judged.push(Verdict::Judged {
+                event: receipt.event,
+                key,
+                first,
+            });
+        }
+        verdicts.push(judged);
     }
-    let arrived_in_two = (now - target.sent_at) <= Duration::milliseconds(TWO_MINUTES_MS);
-    let mut inc = Increments {
-        received: new_received.len() as i64,
-        opened: new_opened.len() as i64,
-        received_in_two: if arrived_in_two {
-            new_received.len() as i64
-        } else {
-            0
-        },
-        delays: HashMap::new(),
+
+    let received_rows = claimed(&rows);
+    let opened_rows = claimed(&opens);
+    let new_received = if received_rows.is_empty() {
+        HashMap::new()
+    } else {
+        store::insert_received(tx, &received_rows).await?
     };
-    for (event, times) in [(Event::Received, &new_received), (Event::Opened, &new_opened)] {
-        for at in times.values() {
+    let new_opened = if opened_rows.is_empty() {
+        HashMap::new()
+    } else {
+        store::mark_opened(tx, &opened_rows).await?
+    };
+
+    let mut outcomes: Vec<Outcome> = requests.iter().map(|_| Outcome::default()).collect();
+    for (index, judged) in verdicts.iter().enumerate() {
+        for verdict in judged {
+            match *verdict {
+                Verdict::Ignored(event) => outcomes[index].tally(event, 2),
+                Verdict::Judged { event, key, first } => {
+                    let (claims, written) = match event {
+                        Event::Received => (&rows, &new_received),
+                        Event::Opened => (&opens, &new_opened),
+                    };
+                    let counted = first
+                        && claims.get(&key).is_some_and(|claim| claim.request == index)
+                        && written.contains_key(&(key.0, key.1.to_owned()));
+                    outcomes[index].tally(event, if counted { 0 } else { 1 });
+                }
+            }
+        }
+    }
+
+    // What the rows written add to the aggregates, each in the slot of
+    // the request that wrote it.
+    let mut increments: BTreeMap<(Uuid, i16), Increments> = BTreeMap::new();
+    for (event, claims, written) in [
+        (Event::Received, &rows, &new_received),
+        (Event::Opened, &opens, &new_opened),
+    ] {
+        for ((id, token), at) in written {
+            let (Some(claim), Some(target)) = (claims.get(&(*id, token.as_str())), targets.get(id)) else {
+                continue;
+            };
+            let request = &requests[claim.request];
+            let inc = increments.entry((*id, request.slot)).or_default();
+            match event {
+                Event::Received => {
+                    inc.received += 1;
+                    if (request.now - target.sent_at) <= Duration::milliseconds(TWO_MINUTES_MS) {
+                        inc.received_in_two += 1;
+                    }
+                }
+                Event::Opened => inc.opened += 1,
+            }
             let delay_ms = (*at - target.sent_at).num_milliseconds();
             *inc.delays.entry((event, bin_of(delay_ms))).or_default() += 1;
-            outcome.delays.push((event, delay_ms.max(0) as f64 / 1000.0));
+            outcomes[claim.request]
+                .delays
+                .push((event, delay_ms.max(0) as f64 / 1000.0));
         }
     }
-    store::add_aggregates(tx, target.id, slot, &inc).await
+    store::add_aggregates(tx, &increments).await?;
+    Ok(outcomes)
+}
+
+/// The rows claimed, as the store writes them (sorted by key).
+fn claimed<'a>(claims: &BTreeMap<(Uuid, &'a str), Claim>) -> Vec<(Uuid, &'a str, DateTime<Utc>)> {
+    claims
+        .iter()
+        .map(|((id, token), claim)| (*id, *token, claim.at))
+        .collect()
 }
 
 #[cfg(test)]

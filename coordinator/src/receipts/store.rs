@@ -4,10 +4,12 @@
 //! the per-device rows go), and the reporting audience and verdict stored
 //! once per notification.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
+use clarion_proto::shard_of;
 use tokio_postgres::GenericClient;
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::body::Event;
@@ -62,126 +64,168 @@ pub async fn targets(
         .collect())
 }
 
-/// Which of `tokens` are in the target's audience (registered in its app
-/// to one of its topics) with a registration that says `receipts: true`.
-pub async fn reporting_among(
+/// Which `(notification, token)` pairs are in the notification's audience
+/// (registered in its app to one of its topics) with a registration that
+/// says `receipts: true`. One statement for every pair of a batch, driven
+/// by the pairs: each (pair, topic) is looked up by the full primary key
+/// (`app, topic, shard, token`). `receipts` is tested after the join, not
+/// in its condition, so the plan never depends on how many rows the
+/// statistics think report receipts (a plan that trusted stale statistics
+/// once scanned every registration of the app for each request).
+pub async fn reporting_pairs(
     client: &impl GenericClient,
-    target: &Target,
-    tokens: &[String],
-) -> Result<HashSet<String>, StoreError> {
+    pairs: &[(&Target, &str)],
+) -> Result<HashSet<(Uuid, String)>, StoreError> {
+    let mut ids = Vec::new();
+    let mut apps = Vec::new();
+    let mut tokens = Vec::new();
+    let mut shards = Vec::new();
+    let mut topics = Vec::new();
+    for (target, token) in pairs {
+        let shard = shard_of(token) as i16;
+        for topic in &target.topics {
+            ids.push(target.id);
+            apps.push(target.app.as_str());
+            tokens.push(*token);
+            shards.push(shard);
+            topics.push(topic.as_str());
+        }
+    }
     let rows = client
         .query(
-            "SELECT DISTINCT token FROM registrations
-              WHERE token = ANY($1) AND app = $2 AND topic = ANY($3) AND receipts",
-            &[&tokens, &target.app, &target.topics],
+            "SELECT q.id, q.token
+               FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int2[], $5::text[])
+                    AS q(id, app, token, shard, topic)
+               JOIN registrations r
+                 ON r.app = q.app AND r.topic = q.topic AND r.shard = q.shard AND r.token = q.token
+              GROUP BY q.id, q.token
+             HAVING bool_or(r.receipts)",
+            &[&ids, &apps, &tokens, &shards, &topics],
         )
         .await?;
-    Ok(rows.iter().map(|row| row.get(0)).collect())
+    Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
 }
 
-/// Inserts a `received` row for each `(token, at)` not recorded yet;
-/// returns the ones inserted. `rows` must be sorted by token (concurrent
-/// writers then lock in the same order).
+/// A device's receipt row of a notification: `(notification, token)`.
+pub type ReceiptKey = (Uuid, String);
+
+/// Inserts a `received` row for each `(notification, token, at)` not
+/// recorded yet; returns the ones inserted. `rows` sorted by
+/// (notification, token), each once (concurrent writers then lock in the
+/// same order). One statement.
 pub async fn insert_received(
     client: &impl GenericClient,
-    id: Uuid,
-    rows: &[(String, DateTime<Utc>)],
-) -> Result<HashMap<String, DateTime<Utc>>, StoreError> {
-    token_times(
+    rows: &[(Uuid, &str, DateTime<Utc>)],
+) -> Result<HashMap<ReceiptKey, DateTime<Utc>>, StoreError> {
+    receipt_times(
         client,
         "INSERT INTO device_receipts (notification_id, token, received_at)
-         SELECT $1, token, at FROM unnest($2::text[], $3::timestamptz[]) AS r(token, at)
+         SELECT id, token, at FROM unnest($1::uuid[], $2::text[], $3::timestamptz[]) AS r(id, token, at)
          ON CONFLICT (notification_id, token) DO NOTHING
-         RETURNING token, received_at",
-        id,
+         RETURNING notification_id, token, received_at",
         rows,
     )
     .await
 }
 
 /// Sets `opened_at` of each device's row that has none; returns the ones
-/// set. The rows exist (inserted first); `rows` sorted by token.
+/// set. The rows exist (inserted first); `rows` sorted, each once. One
+/// statement.
 pub async fn mark_opened(
     client: &impl GenericClient,
-    id: Uuid,
-    rows: &[(String, DateTime<Utc>)],
-) -> Result<HashMap<String, DateTime<Utc>>, StoreError> {
-    token_times(
+    rows: &[(Uuid, &str, DateTime<Utc>)],
+) -> Result<HashMap<ReceiptKey, DateTime<Utc>>, StoreError> {
+    receipt_times(
         client,
         "UPDATE device_receipts d SET opened_at = r.at
-           FROM unnest($2::text[], $3::timestamptz[]) AS r(token, at)
-          WHERE d.notification_id = $1 AND d.token = r.token AND d.opened_at IS NULL
-         RETURNING d.token, d.opened_at",
-        id,
+           FROM unnest($1::uuid[], $2::text[], $3::timestamptz[]) AS r(id, token, at)
+          WHERE d.notification_id = r.id AND d.token = r.token AND d.opened_at IS NULL
+         RETURNING d.notification_id, d.token, d.opened_at",
         rows,
     )
     .await
 }
 
-/// Runs `sql` over notification `id` ($1) and `rows` as two arrays
-/// (tokens $2, times $3); returns the `(token, time)` rows it gives back.
-async fn token_times(
+/// Runs `sql` over `rows` as three arrays (notifications $1, tokens $2,
+/// times $3); returns the `(notification, token) → time` rows it gives back.
+async fn receipt_times(
     client: &impl GenericClient,
     sql: &str,
-    id: Uuid,
-    rows: &[(String, DateTime<Utc>)],
-) -> Result<HashMap<String, DateTime<Utc>>, StoreError> {
-    let (tokens, times): (Vec<&str>, Vec<DateTime<Utc>>) =
-        rows.iter().map(|(t, at)| (t.as_str(), *at)).unzip();
-    let returned = client.query(sql, &[&id, &tokens, &times]).await?;
-    Ok(returned.iter().map(|row| (row.get(0), row.get(1))).collect())
+    rows: &[(Uuid, &str, DateTime<Utc>)],
+) -> Result<HashMap<ReceiptKey, DateTime<Utc>>, StoreError> {
+    let ids: Vec<Uuid> = rows.iter().map(|row| row.0).collect();
+    let tokens: Vec<&str> = rows.iter().map(|row| row.1).collect();
+    let times: Vec<DateTime<Utc>> = rows.iter().map(|row| row.2).collect();
+    let returned = client.query(sql, &[&ids, &tokens, &times]).await?;
+    Ok(returned
+        .iter()
+        .map(|row| ((row.get(0), row.get(1)), row.get(2)))
+        .collect())
 }
 
-/// What one request adds to a notification's aggregates.
+/// What a batch adds to one notification's aggregates in one slot.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Increments {
     pub received: i64,
     pub opened: i64,
     pub received_in_two: i64,
     /// `(event, bin lower edge ms) → count`.
-    pub delays: HashMap<(Event, i64), i64>,
+    pub delays: BTreeMap<(Event, i64), i64>,
 }
 
-/// Adds `inc` to the notification's counters (in `slot`) and histogram.
+/// Adds each `(notification, slot)`'s increments to its counters and its
+/// histogram: two statements (sent together) for the whole batch.
+/// `increments` sorted by key (one lock order).
 pub async fn add_aggregates(
     client: &impl GenericClient,
-    id: Uuid,
-    slot: i16,
-    inc: &Increments,
+    increments: &BTreeMap<(Uuid, i16), Increments>,
 ) -> Result<(), StoreError> {
-    if inc.received == 0 && inc.opened == 0 {
+    let counted: Vec<(&(Uuid, i16), &Increments)> = increments
+        .iter()
+        .filter(|(_, inc)| inc.received > 0 || inc.opened > 0)
+        .collect();
+    if counted.is_empty() {
         return Ok(());
     }
-    client
-        .execute(
-            "INSERT INTO notification_receipt_counts AS c (notification_id, slot, received, opened, received_in_two)
-             VALUES ($1, $2, $3, $4, $5)
-             ON CONFLICT (notification_id, slot) DO UPDATE
-               SET received = c.received + EXCLUDED.received,
-                   opened = c.opened + EXCLUDED.opened,
-                   received_in_two = c.received_in_two + EXCLUDED.received_in_two",
-            &[&id, &slot, &inc.received, &inc.opened, &inc.received_in_two],
-        )
-        .await?;
-    let mut delays: Vec<(&str, i64, i64)> = inc
-        .delays
-        .iter()
-        .map(|((event, edge), count)| (event.as_str(), *edge, *count))
-        .collect();
-    delays.sort_unstable();
-    let events: Vec<&str> = delays.iter().map(|d| d.0).collect();
-    let edges: Vec<i64> = delays.iter().map(|d| d.1).collect();
-    let counts: Vec<i64> = delays.iter().map(|d| d.2).collect();
-    client
-        .execute(
-            "INSERT INTO notification_receipt_delays AS d (notification_id, event, after_ms, slot, count)
-             SELECT $1, event, after_ms, $2, count
-               FROM unnest($3::text[], $4::bigint[], $5::bigint[]) AS r(event, after_ms, count)
-             ON CONFLICT (notification_id, event, after_ms, slot) DO UPDATE
-               SET count = d.count + EXCLUDED.count",
-            &[&id, &slot, &events, &edges, &counts],
-        )
-        .await?;
+    let ids: Vec<Uuid> = counted.iter().map(|((id, _), _)| *id).collect();
+    let slots: Vec<i16> = counted.iter().map(|((_, slot), _)| *slot).collect();
+    let received: Vec<i64> = counted.iter().map(|(_, inc)| inc.received).collect();
+    let opened: Vec<i64> = counted.iter().map(|(_, inc)| inc.opened).collect();
+    let in_two: Vec<i64> = counted.iter().map(|(_, inc)| inc.received_in_two).collect();
+    let mut delay_ids = Vec::new();
+    let mut delay_slots = Vec::new();
+    let mut events = Vec::new();
+    let mut edges = Vec::new();
+    let mut counts = Vec::new();
+    for ((id, slot), inc) in &counted {
+        for ((event, edge), count) in &inc.delays {
+            delay_ids.push(*id);
+            delay_slots.push(*slot);
+            events.push(event.as_str());
+            edges.push(*edge);
+            counts.push(*count);
+        }
+    }
+    let counter_params: [&(dyn ToSql + Sync); 5] = [&ids, &slots, &received, &opened, &in_two];
+    let delay_params: [&(dyn ToSql + Sync); 5] = [&delay_ids, &delay_slots, &events, &edges, &counts];
+    let counters = client.execute(
+        "INSERT INTO notification_receipt_counts AS c (notification_id, slot, received, opened, received_in_two)
+         SELECT * FROM unnest($1::uuid[], $2::int2[], $3::bigint[], $4::bigint[], $5::bigint[])
+         ON CONFLICT (notification_id, slot) DO UPDATE
+           SET received = c.received + EXCLUDED.received,
+               opened = c.opened + EXCLUDED.opened,
+               received_in_two = c.received_in_two + EXCLUDED.received_in_two",
+        &counter_params,
+    );
+    let histogram = client.execute(
+        "INSERT INTO notification_receipt_delays AS d (notification_id, slot, event, after_ms, count)
+         SELECT * FROM unnest($1::uuid[], $2::int2[], $3::text[], $4::bigint[], $5::bigint[])
+         ON CONFLICT (notification_id, event, after_ms, slot) DO UPDATE
+           SET count = d.count + EXCLUDED.count",
+        &delay_params,
+    );
+    // Different tables: sent together, neither waits for the other.
+    futures::try_join!(counters, histogram)?;
     Ok(())
 }
 

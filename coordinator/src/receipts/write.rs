@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::Transaction;
 
 use super::body::Receipt;
-use super::record::{Outcome, SLOTS, record};
+use super::record::{Outcome, Request, SLOTS, record};
 use crate::auth::Caller;
 use crate::group_commit::{BatchContext, BatchWrite};
 use crate::store::StoreError;
@@ -30,10 +30,8 @@ pub struct ReceiptWrite {
 
 impl BatchWrite for ReceiptWrite {
     type Output = Outcome;
-    /// Its own: requests of a batch are pipelined. Two requests carrying
-    /// the same receipt still count it once (`insert_received` inserts a
-    /// row once; whichever comes first is `accepted`), counter rows are the
-    /// worker's own, and each request sorts its own rows.
+    /// Its own: every request of a batch is in its first round, recorded
+    /// together ([`record`]) as if one after the other in arrival order.
     type Key = u64;
     const KIND: &'static str = "receipts";
 
@@ -45,9 +43,26 @@ impl BatchWrite for ReceiptWrite {
         self.arrival
     }
 
-    async fn apply(&self, tx: &Transaction<'_>, batch: BatchContext) -> Result<Outcome, StoreError> {
-        let slot = ((batch.worker % SLOTS as usize) as i16 + self.slot_offset) % SLOTS;
-        let may_use_app = |app: &str| self.caller.check_app(app).is_ok();
-        record(tx, &self.receipts, self.now, self.cutoff, slot, &may_use_app).await
+    async fn apply_round(
+        writes: &[&Self],
+        tx: &Transaction<'_>,
+        batch: BatchContext,
+    ) -> Result<Vec<Outcome>, StoreError> {
+        let checks: Vec<_> = writes
+            .iter()
+            .map(|write| move |app: &str| write.caller.check_app(app).is_ok())
+            .collect();
+        let requests: Vec<Request<'_>> = writes
+            .iter()
+            .zip(&checks)
+            .map(|(write, may_use_app)| Request {
+                receipts: &write.receipts,
+                now: write.now,
+                cutoff: write.cutoff,
+                may_use_app,
+                slot: ((batch.worker % SLOTS as usize) as i16 + write.slot_offset) % SLOTS,
+            })
+            .collect();
+        record(tx, &requests).await
     }
 }

@@ -1,10 +1,14 @@
 //! The `registrations` table: which device token follows which topics.
+//! The writers are set-based: each statement serves every device of a
+//! group commit's round (arrays unnested), not one device.
+
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use clarion_proto::{ApnsEnvironment, Platform, shard_of};
 use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
-use tokio_postgres::Transaction;
+use tokio_postgres::{GenericClient, Row, Transaction};
 
 use super::StoreError;
 
@@ -13,6 +17,18 @@ use super::StoreError;
 const TOKEN_LOCK_CLASS: i32 = 0x436c_7201;
 
 pub use clarion_proto::DEFAULT_APP;
+
+/// The rows of device `d` (a row of an unnested device list), as a LATERAL
+/// subquery: each device is looked up on its own through the
+/// `(token, topic)` index, whatever the statistics say. `OFFSET 0` keeps
+/// the subquery whole (a nested loop over the devices); `app` is compared
+/// with IS NOT DISTINCT FROM (the same for a NOT NULL column) so that the
+/// primary key, whose first column is `app`, is never used to walk every
+/// row of the app. Without it a table never analysed yet (a new
+/// installation) got a plan that walked the whole app for each device,
+/// 40 ms a statement at 30,000 rows instead of 0.3 ms.
+const ROWS_OF_DEVICE: &str = "SELECT x.ctid AS row_id, x.* FROM registrations x
+                               WHERE x.token = d.token AND x.app IS NOT DISTINCT FROM d.app";
 
 /// What a device says of itself when it registers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,115 +56,145 @@ pub struct StoredRegistration {
     pub updated_at: DateTime<Utc>,
 }
 
-/// Replaces the topic set of `token` (creating the registration if new)
-/// inside `tx`, and returns what is stored. The caller commits `tx` (the
-/// registrations' group commit, `crate::group_commit`).
-pub async fn replace(
-    tx: &Transaction<'_>,
-    app: &str,
-    token: &str,
-    device: &Device,
-    topics: &[String],
-) -> Result<StoredRegistration, StoreError> {
-    lock_token(tx, app, token).await?;
-    tx.execute(
-        "DELETE FROM registrations WHERE token = $1 AND app = $3 AND NOT (topic = ANY($2))",
-        &[&token, &topics, &app],
-    )
-    .await?;
-    upsert(tx, app, token, device, topics).await?;
-    read(tx, app, token).await?.ok_or(StoreError::UnknownToken)
-}
-
-/// Adds one topic to an existing registration, inside `tx`. Refuses
-/// (unknown token, too many topics) before writing anything.
-pub async fn add_topic(
-    tx: &Transaction<'_>,
-    app: &str,
-    token: &str,
-    topic: &str,
-    max_topics: u32,
-) -> Result<StoredRegistration, StoreError> {
-    lock_token(tx, app, token).await?;
-    let current = read(tx, app, token).await?.ok_or(StoreError::UnknownToken)?;
-    let is_new = !current.topics.iter().any(|t| t == topic);
-    if is_new && current.topics.len() >= max_topics as usize {
-        return Err(StoreError::TooManyTopics { limit: max_topics });
-    }
-    let device = Device {
-        platform: current.platform,
-        environment: current.environment,
-        locale: current.locale,
-        receipts: current.receipts,
-    };
-    upsert(tx, app, token, &device, &[topic.to_owned()]).await?;
-    read(tx, app, token).await?.ok_or(StoreError::UnknownToken)
-}
-
-/// Removes one topic, inside `tx`; true when the device followed it. Takes
-/// the token's lock like every other write of it, so writes of one token
-/// in one batch transaction lock in one order.
-pub async fn remove_topic(
-    tx: &Transaction<'_>,
-    app: &str,
-    token: &str,
-    topic: &str,
-) -> Result<bool, StoreError> {
-    lock_token(tx, app, token).await?;
-    let shard = shard_of(token) as i16;
-    let removed = tx
-        .execute(
-            "DELETE FROM registrations WHERE app = $4 AND topic = $1 AND shard = $2 AND token = $3",
-            &[&topic, &shard, &token, &app],
-        )
-        .await?;
-    Ok(removed > 0)
-}
-
 /// The registration of `token`, if any.
 pub async fn get(pool: &PgPool, app: &str, token: &str) -> Result<Option<StoredRegistration>, StoreError> {
     let mut conn = pool.get().await.map_err(DbError::from)?;
-    // A read-only transaction gives `read` the same interface as the writers.
+    // A read-only transaction gives the read the same interface as the writers.
     let tx = conn.build_transaction().read_only(true).start().await?;
-    let stored = read(&tx, app, token).await?;
+    let mut stored = read_devices(&tx, &[(app, token)]).await?;
     tx.commit().await?;
-    Ok(stored)
+    Ok(stored.remove(&(app.to_owned(), token.to_owned())))
 }
 
-/// Deletes every row of `token`, inside `tx`; returns how many topics it
-/// followed.
-pub async fn delete(tx: &Transaction<'_>, app: &str, token: &str) -> Result<u64, StoreError> {
-    lock_token(tx, app, token).await?;
-    Ok(tx
-        .execute(
-            "DELETE FROM registrations WHERE token = $1 AND app = $2",
-            &[&token, &app],
-        )
-        .await?)
-}
+/// A device: (app, token).
+pub type DeviceKey<'a> = (&'a str, &'a str);
 
-async fn lock_token(tx: &Transaction<'_>, app: &str, token: &str) -> Result<(), tokio_postgres::Error> {
+/// Takes the lock of every device of `devices`, one after the other in
+/// the order given (the batch's sorted order, so concurrent batches lock
+/// in one order and two concurrent re-registrations of one token cannot
+/// interleave into a union of topic sets). One statement.
+pub async fn lock_devices(tx: &Transaction<'_>, devices: &[DeviceKey<'_>]) -> Result<(), StoreError> {
+    let (apps, tokens): (Vec<&str>, Vec<&str>) = devices.iter().copied().unzip();
+    // The aggregate takes the subquery's rows in their order (a sorted
+    // subquery is not flattened), so the locks are taken in that order.
     tx.execute(
-        "SELECT pg_advisory_xact_lock($1, hashtext($2 || '/' || $3))",
-        &[&TOKEN_LOCK_CLASS, &app, &token],
+        "SELECT count(pg_advisory_xact_lock($1, hashtext(d.app || '/' || d.token)))
+           FROM (SELECT app, token FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS u(app, token, n)
+                  ORDER BY n) d",
+        &[&TOKEN_LOCK_CLASS, &apps, &tokens],
     )
-    .await
-    .map(|_| ())
+    .await?;
+    Ok(())
 }
 
-/// Inserts the (token, topic) rows, refreshing platform, environment,
-/// locale and `updated_at` of the rows that exist (`created_at` is kept).
-async fn upsert(
+/// Deletes every row of each device of `devices`; returns how many topics
+/// each followed (devices that followed none are absent). One statement.
+pub async fn delete_devices(
     tx: &Transaction<'_>,
-    app: &str,
-    token: &str,
-    device: &Device,
-    topics: &[String],
-) -> Result<(), tokio_postgres::Error> {
-    let shard = shard_of(token) as i16;
+    devices: &[DeviceKey<'_>],
+) -> Result<HashMap<(String, String), u64>, StoreError> {
+    let (apps, tokens): (Vec<&str>, Vec<&str>) = devices.iter().copied().unzip();
+    let rows = tx
+        .query(
+            &format!(
+                "DELETE FROM registrations r
+                  USING unnest($1::text[], $2::text[]) AS d(app, token)
+                  CROSS JOIN LATERAL ({ROWS_OF_DEVICE} OFFSET 0) gone
+                  WHERE r.ctid = gone.row_id
+                 RETURNING r.app, r.token"
+            ),
+            &[&apps, &tokens],
+        )
+        .await?;
+    let mut removed = HashMap::new();
+    for row in rows {
+        *removed.entry((row.get(0), row.get(1))).or_default() += 1;
+    }
+    Ok(removed)
+}
+
+/// Removes one topic of each device (`(app, token, topic)`, one per
+/// device); returns the devices that followed it. One statement.
+pub async fn remove_topics(
+    tx: &Transaction<'_>,
+    rows: &[(&str, &str, &str)],
+) -> Result<HashSet<(String, String)>, StoreError> {
+    let shards: Vec<i16> = rows.iter().map(|(_, token, _)| shard_of(token) as i16).collect();
+    let apps: Vec<&str> = rows.iter().map(|row| row.0).collect();
+    let tokens: Vec<&str> = rows.iter().map(|row| row.1).collect();
+    let topics: Vec<&str> = rows.iter().map(|row| row.2).collect();
+    let removed = tx
+        .query(
+            "DELETE FROM registrations r
+              USING unnest($1::text[], $2::text[], $3::int2[], $4::text[]) AS d(app, token, shard, topic)
+              WHERE r.app = d.app AND r.topic = d.topic AND r.shard = d.shard AND r.token = d.token
+             RETURNING r.app, r.token",
+            &[&apps, &tokens, &shards, &topics],
+        )
+        .await?;
+    Ok(removed.iter().map(|row| (row.get(0), row.get(1))).collect())
+}
+
+/// Rows to insert or refresh, as the columns one statement takes
+/// ([`store_rows`]).
+#[derive(Debug, Default)]
+pub struct RowsToStore {
+    apps: Vec<String>,
+    tokens: Vec<String>,
+    shards: Vec<i16>,
+    topics: Vec<String>,
+    platforms: Vec<&'static str>,
+    environments: Vec<&'static str>,
+    locales: Vec<Option<String>>,
+    receipts: Vec<bool>,
+}
+
+impl RowsToStore {
+    /// One (device, topic) row; a statement may hold a row once only.
+    pub fn push(&mut self, app: &str, token: &str, topic: &str, device: &Device) {
+        self.apps.push(app.to_owned());
+        self.tokens.push(token.to_owned());
+        self.shards.push(shard_of(token) as i16);
+        self.topics.push(topic.to_owned());
+        self.platforms.push(device.platform.as_str());
+        self.environments.push(device.environment.as_str());
+        self.locales.push(device.locale.clone());
+        self.receipts.push(device.receipts);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.apps.is_empty()
+    }
+}
+
+/// Deletes the rows of each device whose topic is not among the device's
+/// own rows of `rows` (its new topic set; every device of `rows` has at
+/// least one). One statement.
+pub async fn delete_topics_not_in(tx: &Transaction<'_>, rows: &RowsToStore) -> Result<(), StoreError> {
     tx.execute(
-        "INSERT INTO registrations (app, topic, shard, token, platform, apns_environment, locale, receipts)
-         SELECT $7, topic, $2, $3, $4, $5, $6, $8 FROM unnest($1::text[]) AS topic
+        &format!(
+            "DELETE FROM registrations r
+              USING (SELECT DISTINCT app, token FROM unnest($1::text[], $2::text[]) AS k(app, token)) d
+              CROSS JOIN LATERAL ({ROWS_OF_DEVICE}
+                   AND NOT EXISTS (SELECT 1 FROM unnest($1::text[], $2::text[], $3::text[]) AS k(app, token, topic)
+                                    WHERE k.app = x.app AND k.token = x.token AND k.topic = x.topic)
+                   OFFSET 0) gone
+              WHERE r.ctid = gone.row_id"
+        ),
+        &[&rows.apps, &rows.tokens, &rows.topics],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Inserts the rows, refreshing platform, environment, locale, receipts
+/// and `updated_at` of the rows that exist (`created_at` is kept). One
+/// statement.
+pub async fn store_rows(tx: &Transaction<'_>, rows: &RowsToStore) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO registrations (app, token, shard, topic, platform, apns_environment, locale, receipts)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::int2[], $4::text[], $5::text[], $6::text[],
+                              $7::text[], $8::bool[])
          ON CONFLICT (app, topic, shard, token) DO UPDATE
            SET platform = EXCLUDED.platform,
                apns_environment = EXCLUDED.apns_environment,
@@ -156,35 +202,56 @@ async fn upsert(
                receipts = EXCLUDED.receipts,
                updated_at = now()",
         &[
-            &topics,
-            &shard,
-            &token,
-            &device.platform.as_str(),
-            &device.environment.as_str(),
-            &device.locale,
-            &app,
-            &device.receipts,
+            &rows.apps,
+            &rows.tokens,
+            &rows.shards,
+            &rows.topics,
+            &rows.platforms,
+            &rows.environments,
+            &rows.locales,
+            &rows.receipts,
         ],
     )
-    .await
-    .map(|_| ())
+    .await?;
+    Ok(())
 }
 
-async fn read(
-    tx: &Transaction<'_>,
-    app: &str,
-    token: &str,
-) -> Result<Option<StoredRegistration>, StoreError> {
-    let rows = tx
+/// The registrations of `devices` (those with no row are absent). One
+/// statement, driven by the device list (`ROWS_OF_DEVICE`).
+pub async fn read_devices(
+    client: &impl GenericClient,
+    devices: &[DeviceKey<'_>],
+) -> Result<HashMap<(String, String), StoredRegistration>, StoreError> {
+    let (apps, tokens): (Vec<&str>, Vec<&str>) = devices.iter().copied().unzip();
+    let rows = client
         .query(
-            "SELECT topic, platform, apns_environment, locale, created_at, updated_at, receipts
-               FROM registrations WHERE token = $1 AND app = $2 ORDER BY topic",
-            &[&token, &app],
+            &format!(
+                "SELECT r.app, r.token, r.topic, r.platform, r.apns_environment, r.locale, r.created_at,
+                        r.updated_at, r.receipts
+                   FROM unnest($1::text[], $2::text[]) AS d(app, token)
+                   CROSS JOIN LATERAL ({ROWS_OF_DEVICE} OFFSET 0) r
+                  ORDER BY r.app, r.token, r.topic"
+            ),
+            &[&apps, &tokens],
         )
         .await?;
-    let Some(first) = rows.first() else {
-        return Ok(None);
-    };
+    let mut stored = HashMap::with_capacity(devices.len());
+    for device in rows.chunk_by(|a, b| {
+        a.get::<_, &str>(0) == b.get::<_, &str>(0) && a.get::<_, &str>(1) == b.get::<_, &str>(1)
+    }) {
+        let registration = registration_of(device)?;
+        stored.insert(
+            (registration.app.clone(), registration.token.clone()),
+            registration,
+        );
+    }
+    Ok(stored)
+}
+
+/// The registration of one device from its rows (sorted by topic, at
+/// least one).
+fn registration_of(rows: &[Row]) -> Result<StoredRegistration, StoreError> {
+    let first = &rows[0];
     let platform = parse_column::<Platform>(first.get("platform"))?;
     let environment = parse_column::<ApnsEnvironment>(first.get("apns_environment"))?;
     let created_at = rows
@@ -195,9 +262,9 @@ async fn read(
         .iter()
         .map(|row| row.get::<_, DateTime<Utc>>("updated_at"))
         .max();
-    Ok(Some(StoredRegistration {
-        app: app.to_owned(),
-        token: token.to_owned(),
+    Ok(StoredRegistration {
+        app: first.get("app"),
+        token: first.get("token"),
         platform,
         environment,
         locale: first.get("locale"),
@@ -205,7 +272,7 @@ async fn read(
         topics: rows.iter().map(|row| row.get("topic")).collect(),
         created_at: created_at.unwrap_or_default(),
         updated_at: updated_at.unwrap_or_default(),
-    }))
+    })
 }
 
 /// The CHECK constraints keep these columns to known names; anything else

@@ -16,6 +16,7 @@ pub mod plot;
 pub mod run;
 pub mod scaling;
 pub mod storm;
+pub mod write_load;
 
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,307 @@
+//! The set-based writes of a batch against the real PostgreSQL (migrated
+//! schema): two writes of one token in one batch keep their arrival order,
+//! a refused write of a set-based round fails alone, and a batch of
+//! receipts requests counts exactly as the same requests one after the
+//! other (duplicates within a request and across requests included).
+
+use std::time::Duration;
+
+use chrono::Utc;
+use clarion_proto::{ApnsEnvironment, Platform};
+use clarion_runtime::testing::TestDatabase;
+use clarion_runtime::{PgPool, TlsSettings, Trust, db};
+use futures::future::join_all;
+use uuid::Uuid;
+
+use super::registrations::{Change, RegistrationWrite, Written};
+use super::{Bounds, GroupCommit, WriteError};
+use crate::receipts::body::{Event, Receipt};
+use crate::receipts::record::{Outcome, Request, record};
+use crate::store::StoreError;
+use crate::store::registrations::{Device, StoredRegistration};
+
+async fn migrated() -> (TestDatabase, PgPool) {
+    let db = TestDatabase::create().await;
+    crate::migrations::run(&db.url).await.expect("migrations run");
+    let trust = Trust::load(&TlsSettings::default()).unwrap();
+    let pool = db::pool(&db.settings(4), &trust, "set-based-test").unwrap();
+    (db, pool)
+}
+
+/// One worker and a long wait: writes submitted in one poll of `join_all`
+/// are queued before the worker runs, so they share one batch.
+fn one_batch() -> Bounds {
+    Bounds {
+        queue_rows: 1000,
+        batch_rows: 256,
+        wait: Duration::from_millis(300),
+        in_flight: 1,
+        batch_deadline: Duration::from_secs(30),
+    }
+}
+
+fn token(n: u8) -> String {
+    format!("{n:02x}").repeat(32)
+}
+
+fn put(n: u8, topics: &[&str]) -> RegistrationWrite {
+    RegistrationWrite {
+        app: "default".into(),
+        token: token(n),
+        change: Change::Replace {
+            device: Device {
+                platform: Platform::Ios,
+                environment: ApnsEnvironment::Production,
+                locale: None,
+                receipts: true,
+            },
+            topics: topics.iter().map(|t| (*t).to_owned()).collect(),
+        },
+    }
+}
+
+fn write(n: u8, change: Change) -> RegistrationWrite {
+    RegistrationWrite {
+        app: "default".into(),
+        token: token(n),
+        change,
+    }
+}
+
+fn stored(answer: Result<Written, WriteError>) -> StoredRegistration {
+    match answer {
+        Ok(Written::Stored(stored)) => stored,
+        other => panic!("not a stored registration: {other:?}"),
+    }
+}
+
+async fn topics_of(db: &TestDatabase, n: u8) -> Vec<String> {
+    db.client()
+        .await
+        .query(
+            "SELECT topic FROM registrations WHERE token = $1 ORDER BY topic",
+            &[&token(n)],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
+#[tokio::test]
+async fn two_writes_of_one_token_in_one_batch_apply_in_arrival_order() {
+    let (db, pool) = migrated().await;
+    let writes = GroupCommit::start(pool, one_batch());
+    let first = stored(writes.submit(put(1, &["a", "z"])).await);
+    let answers = join_all([
+        writes.submit(put(1, &["a", "b"])),
+        writes.submit(put(2, &["c"])),
+        writes.submit(put(1, &["c", "c"])),
+        writes.submit(write(
+            1,
+            Change::AddTopic {
+                topic: "d".into(),
+                max_topics: 10,
+            },
+        )),
+    ])
+    .await;
+    let answers: Vec<StoredRegistration> = answers.into_iter().map(stored).collect();
+    let topics: Vec<Vec<String>> = answers.iter().map(|a| a.topics.clone()).collect();
+    // Each answer is its own write's result, read back in its own round.
+    assert_eq!(
+        topics,
+        [vec!["a", "b"], vec!["c"], vec!["c"], vec!["c", "d"]],
+        "answers in arrival order"
+    );
+    assert_eq!(topics_of(&db, 1).await, ["c", "d"], "the last write wins");
+    // The row of topic `a` was kept by the first write of the batch: the
+    // registration's created_at is the first PUT's, its updated_at new.
+    assert_eq!(answers[0].created_at, first.created_at, "created_at kept");
+    assert!(answers[0].updated_at > first.updated_at, "updated_at refreshed");
+    let transactions: i64 = db
+        .client()
+        .await
+        .query_one(
+            "SELECT count(DISTINCT xmin::text) FROM registrations WHERE token = ANY($1)",
+            &[&vec![token(1), token(2)]],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(transactions, 1, "the four writes shared one transaction");
+    writes.stop();
+}
+
+#[tokio::test]
+async fn a_refused_write_of_a_set_based_round_fails_alone() {
+    let (db, pool) = migrated().await;
+    let writes = GroupCommit::start(pool, one_batch());
+    for n in [1, 4, 5] {
+        stored(writes.submit(put(n, &["a", "b"])).await);
+    }
+    // One round: a topic added beyond the limit (refused), two devices
+    // registered, one forgotten, one topic dropped.
+    let answers = join_all([
+        writes.submit(write(
+            1,
+            Change::AddTopic {
+                topic: "c".into(),
+                max_topics: 2,
+            },
+        )),
+        writes.submit(put(2, &["x"])),
+        writes.submit(put(3, &["y", "z"])),
+        writes.submit(write(4, Change::Delete)),
+        writes.submit(write(5, Change::RemoveTopic { topic: "a".into() })),
+    ])
+    .await;
+    let mut answers = answers.into_iter();
+    assert!(
+        matches!(
+            answers.next(),
+            Some(Err(WriteError::Refused(StoreError::TooManyTopics { limit: 2 })))
+        ),
+        "the topic beyond the limit is refused"
+    );
+    assert_eq!(stored(answers.next().unwrap()).topics, ["x"]);
+    assert_eq!(stored(answers.next().unwrap()).topics, ["y", "z"]);
+    assert!(matches!(answers.next(), Some(Ok(Written::Removed(2)))));
+    assert!(matches!(answers.next(), Some(Ok(Written::Removed(1)))));
+    assert_eq!(
+        topics_of(&db, 1).await,
+        ["a", "b"],
+        "the refused write changed nothing"
+    );
+    assert_eq!(topics_of(&db, 2).await, ["x"]);
+    assert_eq!(topics_of(&db, 3).await, ["y", "z"]);
+    assert!(topics_of(&db, 4).await.is_empty());
+    assert_eq!(topics_of(&db, 5).await, ["b"]);
+    writes.stop();
+}
+
+/// Tokens 1–3 reporting receipts on topic `r/a`, token 4 registered
+/// there without receipts.
+async fn register_receipts_devices(db: &TestDatabase) {
+    let client = db.client().await;
+    for n in 1..=4u8 {
+        client
+            .execute(
+                "INSERT INTO registrations (app, topic, shard, token, platform, receipts)
+                 VALUES ('default', 'r/a', $1, $2, 'ios', $3)",
+                &[&(clarion_proto::shard_of(&token(n)) as i16), &token(n), &(n != 4)],
+            )
+            .await
+            .unwrap();
+    }
+}
+
+/// A notification sent for real to topic `r/a`.
+async fn sent(db: &TestDatabase) -> Uuid {
+    let id = Uuid::new_v4();
+    db.client()
+        .await
+        .execute(
+            "INSERT INTO notifications (id, payload, topics, api_key_id)
+             VALUES ($1, '{}', ARRAY['r/a'], 'test')",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    id
+}
+
+fn receipt(id: Uuid, n: u8, event: Event) -> Receipt {
+    Receipt {
+        notification_id: id,
+        token: token(n),
+        event,
+        at: None,
+    }
+}
+
+/// Two requests: duplicates inside the first, and across the two.
+fn two_requests(id: Uuid) -> [Vec<Receipt>; 2] {
+    [
+        vec![
+            receipt(id, 1, Event::Received),
+            receipt(id, 1, Event::Received),
+            receipt(id, 2, Event::Opened),
+            receipt(id, 4, Event::Received),
+            receipt(Uuid::new_v4(), 3, Event::Received),
+        ],
+        vec![
+            receipt(id, 1, Event::Received),
+            receipt(id, 2, Event::Received),
+            receipt(id, 2, Event::Opened),
+            receipt(id, 3, Event::Opened),
+            receipt(id, 3, Event::Received),
+        ],
+    ]
+}
+
+async fn recorded(pool: &PgPool, batches: &[&[Vec<Receipt>]]) -> Vec<Outcome> {
+    let anyone = |_: &str| true;
+    let mut outcomes = Vec::new();
+    for batch in batches {
+        let mut conn = pool.get().await.unwrap();
+        let tx = conn.transaction().await.unwrap();
+        let requests: Vec<Request<'_>> = batch
+            .iter()
+            .map(|receipts| Request {
+                receipts,
+                now: Utc::now(),
+                cutoff: None,
+                may_use_app: &anyone,
+                slot: 0,
+            })
+            .collect();
+        outcomes.extend(record(&tx, &requests).await.expect("recorded"));
+        tx.commit().await.unwrap();
+    }
+    outcomes
+}
+
+fn counts(outcome: &Outcome) -> (u64, u64, u64) {
+    (outcome.accepted, outcome.duplicates, outcome.ignored)
+}
+
+#[tokio::test]
+async fn a_batch_of_receipts_requests_counts_as_the_requests_one_after_the_other() {
+    let (db, pool) = migrated().await;
+    register_receipts_devices(&db).await;
+    let together = sent(&db).await;
+    let apart = sent(&db).await;
+    let batch = two_requests(together);
+    let one_by_one = two_requests(apart);
+    let batched = recorded(&pool, &[&batch]).await;
+    let sequential = recorded(&pool, &[&one_by_one[..1], &one_by_one[1..]]).await;
+    let batched: Vec<_> = batched.iter().map(counts).collect();
+    let sequential: Vec<_> = sequential.iter().map(counts).collect();
+    // First request: token 1 received (its repeat a duplicate), token 2
+    // opened; token 4 does not report, the unknown notification is
+    // ignored. Second: token 1 and 2 again (duplicates), token 3 opened
+    // and received (both count).
+    assert_eq!(batched, [(2, 1, 2), (2, 3, 0)], "accepted, duplicates, ignored");
+    assert_eq!(batched, sequential, "a batch counts as the requests in turn");
+    let client = db.client().await;
+    for id in [together, apart] {
+        let row = client
+            .query_one(
+                "SELECT sum(received)::bigint, sum(opened)::bigint FROM notification_receipt_counts
+                  WHERE notification_id = $1",
+                &[&id],
+            )
+            .await
+            .unwrap();
+        let (received, opened): (i64, i64) = (row.get(0), row.get(1));
+        assert_eq!((received, opened), (3, 2), "aggregates of {id}");
+    }
+    // The same batch again: every receipt is a duplicate or ignored.
+    let again = recorded(&pool, &[&batch]).await;
+    assert_eq!(
+        again.iter().map(counts).collect::<Vec<_>>(),
+        [(0, 3, 2), (0, 5, 0)]
+    );
+}
