@@ -565,7 +565,7 @@ mod tests {
         let defaults = parse(&[]).unwrap().writes;
         assert_eq!(defaults.bounds(16).in_flight, 4);
         assert_eq!(defaults.bounds(2).in_flight, 1);
-        assert_eq!(defaults.bounds(16).wait, std::time::Duration::from_millis(2));
+        assert_eq!(defaults.bounds(16).wait, std::time::Duration::from_millis(0));
         let told = parse(&["--write-batches-in-flight=3"]).unwrap().writes;
         assert_eq!(told.bounds(16).in_flight, 3);
         assert!(parse(&["--write-queue-rows=0"]).is_err());
