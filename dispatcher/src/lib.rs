@@ -180,6 +180,9 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
             let channel = settings.channels.fcm.clone();
             run::<FcmChannel>(settings, channel).await
         }
+        Platform::Web => Err(StartError::Config(
+            "the web push channel is not built into this dispatcher yet".into(),
+        )),
     }
 }
 

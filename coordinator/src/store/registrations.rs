@@ -1,7 +1,7 @@
 //! The `registrations` table: which device token follows which topics.
 
 use chrono::{DateTime, Utc};
-use clarion_proto::{ApnsEnvironment, Platform, shard_of};
+use clarion_proto::{ApnsEnvironment, Platform, WebSubscription, shard_of};
 use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
 use tokio_postgres::Transaction;
@@ -23,6 +23,8 @@ pub struct Device {
     pub locale: Option<String>,
     /// The app reports device receipts (issue 35).
     pub receipts: bool,
+    /// A web registration's push subscription, checked.
+    pub subscription: Option<WebSubscription>,
 }
 
 /// A device and every topic it follows.
@@ -34,6 +36,8 @@ pub struct StoredRegistration {
     pub environment: ApnsEnvironment,
     pub locale: Option<String>,
     pub receipts: bool,
+    /// A web registration's push subscription, as stored.
+    pub subscription: Option<WebSubscription>,
     /// Sorted.
     pub topics: Vec<String>,
     pub created_at: DateTime<Utc>,
@@ -58,9 +62,42 @@ pub async fn replace(
     )
     .await?;
     upsert(&tx, app, token, device, topics).await?;
+    // After the rows: deleting the old topics above may have taken the
+    // previous subscription with them (see migration V31's trigger).
+    write_subscription(&tx, app, token, device.subscription.as_ref()).await?;
     let stored = read(&tx, app, token).await?.ok_or(StoreError::UnknownToken)?;
     tx.commit().await?;
     Ok(stored)
+}
+
+/// Stores a web registration's subscription, or forgets the one a token
+/// registered on another platform no longer has.
+async fn write_subscription(
+    tx: &Transaction<'_>,
+    app: &str,
+    token: &str,
+    subscription: Option<&WebSubscription>,
+) -> Result<(), StoreError> {
+    match subscription {
+        Some(subscription) => {
+            let json =
+                serde_json::to_value(subscription).map_err(|err| StoreError::Corrupt(err.to_string()))?;
+            tx.execute(
+                "INSERT INTO web_subscriptions (app, token, subscription) VALUES ($1, $2, $3)
+                 ON CONFLICT (app, token) DO UPDATE SET subscription = EXCLUDED.subscription",
+                &[&app, &token, &json],
+            )
+            .await?;
+        }
+        None => {
+            tx.execute(
+                "DELETE FROM web_subscriptions WHERE app = $1 AND token = $2",
+                &[&app, &token],
+            )
+            .await?;
+        }
+    }
+    Ok(())
 }
 
 /// Adds one topic to an existing registration.
@@ -84,6 +121,7 @@ pub async fn add_topic(
         environment: current.environment,
         locale: current.locale,
         receipts: current.receipts,
+        subscription: current.subscription,
     };
     upsert(&tx, app, token, &device, &[topic.to_owned()]).await?;
     let stored = read(&tx, app, token).await?.ok_or(StoreError::UnknownToken)?;
@@ -185,6 +223,19 @@ async fn read(
     };
     let platform = parse_column::<Platform>(first.get("platform"))?;
     let environment = parse_column::<ApnsEnvironment>(first.get("apns_environment"))?;
+    let subscription = if platform == Platform::Web {
+        let row = tx
+            .query_opt(
+                "SELECT subscription FROM web_subscriptions WHERE app = $1 AND token = $2",
+                &[&app, &token],
+            )
+            .await?;
+        row.map(|row| serde_json::from_value::<WebSubscription>(row.get(0)))
+            .transpose()
+            .map_err(|err| StoreError::Corrupt(err.to_string()))?
+    } else {
+        None
+    };
     let created_at = rows
         .iter()
         .map(|row| row.get::<_, DateTime<Utc>>("created_at"))
@@ -200,6 +251,7 @@ async fn read(
         environment,
         locale: first.get("locale"),
         receipts: rows.iter().any(|row| row.get::<_, bool>("receipts")),
+        subscription,
         topics: rows.iter().map(|row| row.get("topic")).collect(),
         created_at: created_at.unwrap_or_default(),
         updated_at: updated_at.unwrap_or_default(),

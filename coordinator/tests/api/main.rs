@@ -20,3 +20,4 @@ mod reports;
 mod scheduled;
 mod topics;
 mod validation;
+mod web_registrations;

@@ -131,6 +131,7 @@ impl Mocks {
         match platform {
             Platform::Ios => &self.apns.state,
             Platform::Android => &self.fcm.state,
+            Platform::Web => panic!("the test cluster has no web push mock yet"),
         }
     }
 
