@@ -90,6 +90,8 @@ impl PushChannel for WebPushChannel {
     const PLATFORM: Platform = Platform::Web;
     const PROVIDER: &'static str = "webpush";
     type Prepared = PreparedWeb;
+    /// A prepared web push holds its batch's subscriptions.
+    const PREPARED_PER_TARGET: bool = false;
     type Error = WebPushError;
     const NOT_THE_PROVIDER: &'static str = errors::NOT_A_PUSH_SERVICE;
     const ENDPOINT_SETTING: &'static str = "CLARION_WEBPUSH_ALLOWED_HOSTS";
