@@ -114,6 +114,17 @@ pub struct Settings {
     )]
     pub max_topics_per_device: u32,
 
+    /// Push-service hosts a web registration's endpoint may name,
+    /// comma-separated (any port; `*.example.com` for its subdomains; `*`
+    /// for any host, for tests and mocks). Setting it replaces the
+    /// default, the major browsers' push services.
+    #[arg(
+        long = "webpush-allowed-hosts",
+        env = "CLARION_WEBPUSH_ALLOWED_HOSTS",
+        default_value = clarion_proto::web_push::DEFAULT_ALLOWED_HOSTS
+    )]
+    pub webpush_allowed_hosts: clarion_proto::AllowedHosts,
+
     /// Oldest per-topic subscriber count the topics API may answer with, in seconds.
     #[arg(
         long = "topic-count-max-age-secs",

@@ -224,6 +224,7 @@ pub async fn start(settings: Settings) -> Result<Coordinator, StartError> {
         valve: settings.valve(),
         names: names.clone(),
         max_topics_per_device: settings.max_topics_per_device,
+        webpush_allowed_hosts: settings.webpush_allowed_hosts.clone(),
         topic_count_max_age: settings.topic_count_max_age(),
         openapi: api::served_document::ServedDocument::new(
             api::openapi::generated(settings.max_topics_per_device),

@@ -73,6 +73,13 @@ pub trait PushChannel: Sized + Send + Sync + 'static {
     /// all its tokens.
     type Prepared: Send + Sync + 'static;
 
+    /// Whether a prepared push serves every batch of its target (its
+    /// notification, environment and text), as it does when it holds
+    /// nothing of the batch's devices; false when it does (web push keeps
+    /// each batch's subscriptions beside its payload): then each batch is
+    /// prepared anew.
+    const PREPARED_PER_TARGET: bool = true;
+
     /// Why the channel cannot be built, or a push prepared.
     type Error: std::error::Error + Send + Sync + 'static;
 

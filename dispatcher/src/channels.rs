@@ -9,6 +9,7 @@ use clarion_runtime::apps::{AppCredentials, channel_name};
 use crate::apns::{ApnsChannel, ApnsSettings};
 use crate::channel::PushChannel;
 use crate::fcm::{FcmChannel, FcmSettings};
+use crate::webpush::{WebPushChannel, WebPushSettings};
 
 /// Every channel's settings (`--platform` picks the one used).
 #[derive(Debug, Clone, Args)]
@@ -18,6 +19,9 @@ pub struct ChannelSettings {
 
     #[command(flatten)]
     pub fcm: FcmSettings,
+
+    #[command(flatten)]
+    pub webpush: WebPushSettings,
 }
 
 /// Checks each of `app`'s channel tables with its channel's rules, so a
@@ -25,7 +29,8 @@ pub struct ChannelSettings {
 /// with an app any channel cannot use, whichever platform it serves.
 pub fn check_app(app: &AppCredentials) -> Result<(), String> {
     check::<ApnsChannel>(app)?;
-    check::<FcmChannel>(app)
+    check::<FcmChannel>(app)?;
+    check::<WebPushChannel>(app)
 }
 
 fn check<C: PushChannel>(app: &AppCredentials) -> Result<(), String> {

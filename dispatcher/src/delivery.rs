@@ -317,6 +317,10 @@ impl<C: PushChannel> Deliverer<C> {
     }
 
     fn prepared(&self, channel: &C, batch: &TokenBatch) -> Result<Arc<C::Prepared>, C::Error> {
+        if !C::PREPARED_PER_TARGET {
+            metrics::payloads_prepared(batch.platform).increment(1);
+            return channel.prepare(batch).map(Arc::new);
+        }
         let target = Target {
             notification_id: batch.batch_id.notification_id,
             environment: batch.environment,

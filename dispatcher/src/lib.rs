@@ -21,6 +21,7 @@ pub mod http2;
 pub mod metrics;
 pub mod pacing;
 pub mod push_health;
+pub mod webpush;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
@@ -51,6 +52,7 @@ use crate::handlers::token_batches::{DELIVERED_REMEMBERED, TokenBatchHandler};
 use crate::http2::PoolLimits;
 use crate::pacing::{Pacers, Replicas};
 use crate::push_health::PushHealth;
+use crate::webpush::WebPushChannel;
 use clarion_runtime::apps::AppsFile;
 
 /// How often the broker is asked how many consumers the platform's queue
@@ -179,6 +181,10 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
         Platform::Android => {
             let channel = settings.channels.fcm.clone();
             run::<FcmChannel>(settings, channel).await
+        }
+        Platform::Web => {
+            let channel = settings.channels.webpush.clone();
+            run::<WebPushChannel>(settings, channel).await
         }
     }
 }

@@ -11,7 +11,9 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use clarion_proto::{ApnsEnvironment, BatchId, Notification, PerPlatform, Platform, TokenBatch, WireVersion};
+use clarion_proto::{
+    ApnsEnvironment, BatchId, Notification, PerPlatform, Platform, TokenBatch, WebSubscription, WireVersion,
+};
 use uuid::Uuid;
 
 /// Where a batch goes: a platform and one of its APNs environments.
@@ -82,6 +84,9 @@ pub struct BatchCutter {
     targets: Vec<Target>,
     /// Open batches, indexed by target × text.
     open: Vec<Vec<String>>,
+    /// The web subscriptions of the open batches' tokens, in their order
+    /// (empty for the other platforms).
+    subscriptions: Vec<Vec<WebSubscription>>,
     /// Batches sealed so far: the next batch's `seq`.
     sealed: u32,
 }
@@ -106,6 +111,7 @@ impl BatchCutter {
             notification,
             batch_size,
             open: vec![Vec::new(); targets.len() * texts.len()],
+            subscriptions: vec![Vec::new(); targets.len() * texts.len()],
             targets,
             texts,
             resolved: HashMap::new(),
@@ -138,6 +144,19 @@ impl BatchCutter {
         environment: ApnsEnvironment,
         locale: Option<&str>,
     ) -> Option<TokenBatch> {
+        self.push_subscribed(token, platform, environment, locale, None)
+    }
+
+    /// [`BatchCutter::push`] with the device's web push subscription (web
+    /// devices only), which its batch carries beside the token.
+    pub fn push_subscribed(
+        &mut self,
+        token: &str,
+        platform: Platform,
+        environment: ApnsEnvironment,
+        locale: Option<&str>,
+        subscription: Option<WebSubscription>,
+    ) -> Option<TokenBatch> {
         let target = Target::of(platform, environment);
         let text = self.text_of(locale);
         let target_index = self.target_index(target);
@@ -147,6 +166,9 @@ impl BatchCutter {
             open.reserve_exact(self.batch_size);
         }
         open.push(token.to_owned());
+        if let Some(subscription) = subscription {
+            self.subscriptions[slot].push(subscription);
+        }
         (open.len() >= self.batch_size).then(|| self.seal(target_index, text))
     }
 
@@ -172,6 +194,7 @@ impl BatchCutter {
         let target = self.targets[target_index];
         let slot = target_index * self.texts.len() + text;
         let tokens = std::mem::take(&mut self.open[slot]);
+        let subscriptions = std::mem::take(&mut self.subscriptions[slot]);
         let batch = TokenBatch {
             v: WireVersion::CURRENT,
             batch_id: BatchId {
@@ -185,6 +208,7 @@ impl BatchCutter {
             notification: self.notification.clone(),
             locale: self.texts[text].clone(),
             tokens,
+            subscriptions,
         };
         self.sealed += 1;
         batch

@@ -8,7 +8,8 @@
 
 use std::collections::HashMap;
 
-use clarion_proto::{ApnsEnvironment, Platform, ShardJob, TokenBatch};
+use clarion_proto::platform::token_prefix;
+use clarion_proto::{ApnsEnvironment, Platform, ShardJob, TokenBatch, WebSubscription};
 use clarion_runtime::PgPool;
 use clarion_runtime::amqp::control::Cancellations;
 use clarion_runtime::amqp::publisher::{PublishError, Publisher};
@@ -25,12 +26,25 @@ use crate::metrics;
 use crate::replica::{self, Replica};
 
 /// One topic: the primary key yields rows already ordered by (shard, token).
-const ONE_TOPIC: &str = "SELECT token, platform, apns_environment, locale FROM registrations
+/// A web row's subscription comes from `web_subscriptions` (a lookup by
+/// its primary key, evaluated for web rows only: the other rows stay an
+/// index-only scan of the harvest key).
+const ONE_TOPIC: &str = "SELECT token, platform, apns_environment, locale,
+                                CASE WHEN platform = 'web' THEN
+                                  (SELECT w.subscription::text FROM web_subscriptions w
+                                    WHERE w.app = registrations.app AND w.token = registrations.token)
+                                END
+                           FROM registrations
                           WHERE app = $4 AND topic = $1 AND shard >= $2 AND shard < $3
                           ORDER BY shard, token";
 /// Several topics: sorted by (shard, token) so a device on two topics comes
 /// out twice in a row and is sent once.
-const MANY_TOPICS: &str = "SELECT token, platform, apns_environment, locale FROM registrations
+const MANY_TOPICS: &str = "SELECT token, platform, apns_environment, locale,
+                                  CASE WHEN platform = 'web' THEN
+                                    (SELECT w.subscription::text FROM web_subscriptions w
+                                      WHERE w.app = registrations.app AND w.token = registrations.token)
+                                  END
+                             FROM registrations
                             WHERE app = $4 AND topic = ANY($1) AND shard >= $2 AND shard < $3
                             ORDER BY shard, token";
 
@@ -130,7 +144,18 @@ pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals
         let platform: Platform = parse("platform", row.get(1))?;
         let environment: ApnsEnvironment = parse("apns_environment", row.get(2))?;
         let locale: Option<&str> = row.get(3);
-        if let Some(batch) = cutter.push(token, platform, environment, locale) {
+        let subscription = match (platform, row.get::<_, Option<&str>>(4)) {
+            (Platform::Web, Some(json)) => Some(serde_json::from_str::<WebSubscription>(json).map_err(
+                |_| HarvestError::Corrupt {
+                    column: "web_subscriptions.subscription",
+                    value: token_prefix(token).to_owned(),
+                },
+            )?),
+            // Deleted since the row was read: the registration is gone too.
+            (Platform::Web, None) => continue,
+            _ => None,
+        };
+        if let Some(batch) = cutter.push_subscribed(token, platform, environment, locale, subscription) {
             if cancelled() {
                 break;
             }

@@ -76,7 +76,8 @@ pub fn device(n: u64, shape: AudienceShape) -> Device {
     let hex = hex::encode(digest);
     let mut token = match platform {
         Platform::Ios => hex,
-        Platform::Android => format!("demo{}:APA91b{}", &hex[..16], hex.repeat(2)),
+        // The demo audience has no web share yet: `platform` is one of these two.
+        Platform::Android | Platform::Web => format!("demo{}:APA91b{}", &hex[..16], hex.repeat(2)),
     };
     if percent(digest[6]) < shape.dead_percent {
         token.replace_range(..DEAD_PREFIX.len(), DEAD_PREFIX);

@@ -185,6 +185,7 @@ async fn an_app_added_to_the_file_is_served_through_its_own_credentials_and_only
                 Platform::Android => {
                     assert_eq!(push.path, "/v1/projects/example-puzzles/messages:send");
                 }
+                Platform::Web => {}
             }
         }
     }

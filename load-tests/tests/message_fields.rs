@@ -48,6 +48,7 @@ fn carried_id(platform: Platform, push: &Received) -> String {
     let id = match platform {
         Platform::Ios => &body["notification_id"],
         Platform::Android => &body["message"]["data"]["notification_id"],
+        Platform::Web => &body["notification_id"],
     };
     id.as_str().unwrap_or_default().to_owned()
 }
@@ -78,6 +79,7 @@ async fn every_delivered_push_carries_its_notification_id_and_data_cannot_spoof_
         let section = match platform {
             Platform::Ios => push.json()["section"].clone(),
             Platform::Android => push.json()["message"]["data"]["section"].clone(),
+            Platform::Web => push.json()["data"]["section"].clone(),
         };
         assert_eq!(section, "world");
     }
@@ -128,6 +130,7 @@ async fn background_pushes_are_silent_and_alerts_carry_every_option_on_both_plat
                     json!({"refresh": "front-page", "notification_id": id})
                 );
             }
+            Platform::Web => unreachable!("an alternating audience has no browser (see tests/webpush.rs)"),
         }
     }
 
@@ -164,6 +167,7 @@ async fn background_pushes_are_silent_and_alerts_carry_every_option_on_both_plat
                 assert_eq!(shown["notification_priority"], "PRIORITY_HIGH");
                 assert_eq!(message["android"]["priority"], "high");
             }
+            Platform::Web => unreachable!("an alternating audience has no browser (see tests/webpush.rs)"),
         }
     }
 
@@ -184,6 +188,7 @@ fn shown_body(platform: Platform, push: &Received) -> String {
     let text = match platform {
         Platform::Ios => &body["aps"]["alert"]["body"],
         Platform::Android => &body["message"]["notification"]["body"],
+        Platform::Web => &body["body"],
     };
     text.as_str().unwrap_or_default().to_owned()
 }
@@ -238,6 +243,7 @@ async fn each_device_gets_the_text_of_its_language_or_the_default() {
     let title = match devices[1].platform {
         Platform::Ios => canadian.json()["aps"]["alert"]["title"].clone(),
         Platform::Android => canadian.json()["message"]["notification"]["title"].clone(),
+        Platform::Web => canadian.json()["title"].clone(),
     };
     assert_eq!(title, "Flash");
     cluster.stop().await;

@@ -16,6 +16,7 @@ pub mod presentation;
 pub mod shard;
 pub mod topic;
 pub mod trace_context;
+pub mod web_push;
 pub mod wire;
 
 pub use app::{DEFAULT_APP, validate_app};
@@ -26,10 +27,11 @@ pub use messages::{
     WireVersion,
 };
 pub use names::Names;
-pub use payload::{Notification, PayloadError, Priority};
+pub use payload::{Notification, PayloadError, Priority, WebOptions};
 pub use per_platform::PerPlatform;
 pub use platform::{ApnsEnvironment, Platform, TokenError};
 pub use presentation::{InterruptionLevel, PushType};
 pub use shard::{SHARD_SPACE, ShardRange, shard_of};
 pub use topic::{TopicError, validate_topic};
+pub use web_push::{AllowedHosts, SubscriptionError, WebSubscription, WebSubscriptionKeys};
 pub use wire::WireMessage;

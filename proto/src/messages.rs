@@ -117,6 +117,11 @@ pub struct TokenBatch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub locale: Option<String>,
     pub tokens: Vec<String>,
+    /// Web batches only: each token's push subscription, in the order of
+    /// `tokens` (the endpoint and keys a web push needs, so dispatchers
+    /// never touch the database); empty for every other platform.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subscriptions: Vec<crate::web_push::WebSubscription>,
 }
 
 /// A notification as one batch's devices get it, with the id every push
@@ -187,13 +192,28 @@ pub enum JobOutcome {
     /// of each platform it harvested (beside `batches`, keyed by platform
     /// name: `{"kind": "harvested", "ios": 3, "android": 4, "batches": 1}`,
     /// as in version 1; a platform this build does not know is refused).
+    /// Only the platforms with devices are written, so a coordinator that
+    /// does not know a newer platform reads a job without its devices.
     Harvested {
-        #[serde(flatten)]
+        #[serde(flatten, serialize_with = "platforms_with_devices")]
         devices: PerPlatform<u64>,
         batches: u32,
     },
     /// The job was given up (delivery limit reached or unreadable).
     Failed { reason: String },
+}
+
+/// The counts of the platforms that have devices (a missing one reads as 0).
+fn platforms_with_devices<S: serde::Serializer>(
+    devices: &PerPlatform<u64>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = serializer.serialize_map(None)?;
+    for (platform, count) in devices.iter().filter(|(_, count)| **count > 0) {
+        map.serialize_entry(platform.as_str(), count)?;
+    }
+    map.end()
 }
 
 /// Dispatcher → coordinator: what happened to one token batch.
@@ -448,9 +468,9 @@ mod tests {
     #[test]
     fn an_unknown_platform_or_an_old_version_is_refused_by_name() {
         let web = r#"{"v":2,"notification_id":"00000000-0000-0000-0000-000000000007","job_index":4,
-                      "outcome":{"kind":"harvested","ios":3,"web":5,"batches":2}}"#;
+                      "outcome":{"kind":"harvested","ios":3,"windows":5,"batches":2}}"#;
         let err = decode::<JobReport>(web.as_bytes()).unwrap_err();
-        assert!(err.to_string().contains("web"), "{err}");
+        assert!(err.to_string().contains("windows"), "{err}");
         let ancient = r#"{"v":0,"notification_id":"00000000-0000-0000-0000-000000000007","job_index":4,
                           "outcome":{"kind":"failed","reason":"x"}}"#;
         let err = decode::<JobReport>(ancient.as_bytes()).unwrap_err();
@@ -502,6 +522,7 @@ mod tests {
             notification,
             locale: Some("fr".into()),
             tokens: Vec::new(),
+            subscriptions: Vec::new(),
         };
         let message = batch.message();
         assert_eq!(message.notification_id, Uuid::from_u128(7));
@@ -550,6 +571,7 @@ mod tests {
                 notification: sample(),
                 locale: ios.then(|| "fr-ca".to_owned()),
                 tokens,
+                subscriptions: Vec::new(),
             };
             prop_assert_eq!(decode::<TokenBatch>(&encode(&batch).unwrap()).unwrap(), batch);
         }

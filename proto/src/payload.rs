@@ -12,6 +12,9 @@ use crate::presentation::{InterruptionLevel, PushType, sound_field};
 use crate::topic::{TopicError, validate_topic};
 
 mod presentation_rules;
+mod web_rules;
+
+pub use web_rules::{DECLARATIVE_WEB_PUSH, WEB_ENCRYPTION_OVERHEAD, WEB_MAX_PAYLOAD_BYTES, WebOptions};
 
 /// Largest APNs payload Apple accepts for a regular alert, in bytes.
 pub const APNS_MAX_PAYLOAD_BYTES: usize = 4096;
@@ -142,6 +145,10 @@ pub struct Notification {
     /// the most specific match, else `title` and `body`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub localizations: BTreeMap<String, LocalizedText>,
+    /// How browsers get it (web push): the Declarative Web Push form or
+    /// the service worker's JSON (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub web: Option<WebOptions>,
 }
 
 fn is_alert(push_type: &PushType) -> bool {
@@ -202,6 +209,12 @@ pub enum PayloadError {
     #[error("the FCM payload would be {0} bytes; Google accepts at most {FCM_MAX_PAYLOAD_BYTES}")]
     FcmTooLarge(usize),
     #[error(
+        "the web push message would be {0} bytes once encrypted; push services accept at most {WEB_MAX_PAYLOAD_BYTES}"
+    )]
+    WebTooLarge(usize),
+    #[error("link is required by the declarative web push form (`web.declarative`)")]
+    DeclarativeNeedsLink,
+    #[error(
         "{0} holds a control character (NUL or another below U+0020 other than tab, newline and carriage return)"
     )]
     ControlCharacter(&'static str),
@@ -243,6 +256,7 @@ impl Notification {
             relevance_score: None,
             android_channel_id: None,
             localizations: BTreeMap::new(),
+            web: None,
         }
     }
 
@@ -317,7 +331,7 @@ impl Notification {
         if fcm > FCM_MAX_PAYLOAD_BYTES {
             return Err(PayloadError::FcmTooLarge(fcm));
         }
-        Ok(())
+        self.check_web()
     }
 
     /// The notification as a device whose best match is `locale` (a key of

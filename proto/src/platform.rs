@@ -6,20 +6,22 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// The delivery platform of a device: Apple (APNs) or Google (FCM).
+/// The delivery platform of a device: Apple (APNs), Google (FCM) or a web
+/// browser (Web Push, RFC 8030, through the browser's push service).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Platform {
     Ios,
     Android,
+    Web,
 }
 
 impl Platform {
     /// How many platforms there are.
-    pub const COUNT: usize = 2;
+    pub const COUNT: usize = 3;
 
     /// Every platform, in a fixed order (each one's [`Platform::index`]).
-    pub const ALL: [Platform; Platform::COUNT] = [Platform::Ios, Platform::Android];
+    pub const ALL: [Platform; Platform::COUNT] = [Platform::Ios, Platform::Android, Platform::Web];
 
     /// Position in [`Platform::ALL`].
     pub const fn index(self) -> usize {
@@ -31,6 +33,7 @@ impl Platform {
         match self {
             Platform::Ios => "ios",
             Platform::Android => "android",
+            Platform::Web => "web",
         }
     }
 
@@ -41,6 +44,7 @@ impl Platform {
         match self {
             Platform::Ios => "apns",
             Platform::Android => "fcm",
+            Platform::Web => "webpush",
         }
     }
 
@@ -50,7 +54,7 @@ impl Platform {
     pub fn environments(self) -> &'static [ApnsEnvironment] {
         match self {
             Platform::Ios => &[ApnsEnvironment::Production, ApnsEnvironment::Sandbox],
-            Platform::Android => &[ApnsEnvironment::Production],
+            Platform::Android | Platform::Web => &[ApnsEnvironment::Production],
         }
     }
 
@@ -73,6 +77,7 @@ impl FromStr for Platform {
         match s {
             "ios" => Ok(Platform::Ios),
             "android" => Ok(Platform::Android),
+            "web" => Ok(Platform::Web),
             other => Err(TokenError::UnknownPlatform(other.to_owned())),
         }
     }
@@ -107,6 +112,7 @@ pub fn segment(platform: Platform, environment: ApnsEnvironment) -> &'static str
         (Platform::Ios, ApnsEnvironment::Production) => "ios/production",
         (Platform::Ios, ApnsEnvironment::Sandbox) => "ios/sandbox",
         (Platform::Android, _) => "android",
+        (Platform::Web, _) => "web",
     }
 }
 
@@ -152,21 +158,30 @@ pub const FCM_TOKEN_MIN_LEN: usize = 100;
 /// Longest FCM registration token accepted.
 pub const FCM_TOKEN_MAX_LEN: usize = 4096;
 
+/// Shortest id a site may give a web push subscription.
+pub const WEB_TOKEN_MIN_LEN: usize = 16;
+/// Longest id a site may give a web push subscription.
+pub const WEB_TOKEN_MAX_LEN: usize = 128;
+
 /// A plausible APNs token as a regular expression (ECMA 262, Python and
 /// Rust read it alike), for the OpenAPI description.
 pub const APNS_TOKEN_PATTERN: &str = "^[0-9A-Fa-f]{64}$";
 /// A plausible FCM token as a regular expression.
 pub const FCM_TOKEN_PATTERN: &str = "^[A-Za-z0-9_:.-]{100,4096}$";
+/// A web push subscription's id (chosen by the site) as a regular expression.
+pub const WEB_TOKEN_PATTERN: &str = "^[A-Za-z0-9_-]{16,128}$";
 /// What a device token looks like on each platform, for the OpenAPI
 /// description of a `token` path parameter.
 pub fn token_description() -> String {
     format!(
         "Device token: iOS (APNs) {APNS_TOKEN_HEX_LEN} hexadecimal characters (stored lowercase); \
-         Android (FCM) {FCM_TOKEN_MIN_LEN} to {FCM_TOKEN_MAX_LEN} letters, digits, `-`, `_`, `:` and `.`"
+         Android (FCM) {FCM_TOKEN_MIN_LEN} to {FCM_TOKEN_MAX_LEN} letters, digits, `-`, `_`, `:` and `.`; \
+         web (a subscription's id, chosen by the site) {WEB_TOKEN_MIN_LEN} to {WEB_TOKEN_MAX_LEN} letters, \
+         digits, `-` and `_`"
     )
 }
-/// A token plausible for one platform or the other ([`is_plausible_token`]).
-pub const TOKEN_PATTERN: &str = "^(?:[0-9A-Fa-f]{64}|[A-Za-z0-9_:.-]{100,4096})$";
+/// A token plausible for one platform or another ([`is_plausible_token`]).
+pub const TOKEN_PATTERN: &str = "^(?:[0-9A-Fa-f]{64}|[A-Za-z0-9_:.-]{100,4096}|[A-Za-z0-9_-]{16,128})$";
 
 /// Why a token or platform was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -189,6 +204,12 @@ pub enum TokenError {
     FcmLength(usize),
     #[error("an Android (FCM) token holds only letters, digits and '-', '_', ':', '.'; found {0:?}")]
     FcmCharacter(char),
+    #[error(
+        "a web subscription's id is {WEB_TOKEN_MIN_LEN} to {WEB_TOKEN_MAX_LEN} characters; got {0} characters"
+    )]
+    WebLength(usize),
+    #[error("a web subscription's id holds only letters, digits, '-' and '_'; found {0:?}")]
+    WebCharacter(char),
 }
 
 /// Checks that `token` is plausible for `platform` and returns its canonical
@@ -217,6 +238,16 @@ pub fn normalize_token(platform: Platform, token: &str) -> Result<String, TokenE
             }
             if let Some(bad) = token.chars().find(|c| !is_fcm_token_char(*c)) {
                 return Err(TokenError::FcmCharacter(bad));
+            }
+            Ok(token.to_owned())
+        }
+        Platform::Web => {
+            let len = token.chars().count();
+            if !(WEB_TOKEN_MIN_LEN..=WEB_TOKEN_MAX_LEN).contains(&len) {
+                return Err(TokenError::WebLength(len));
+            }
+            if let Some(bad) = token.chars().find(|c| !is_web_token_char(*c)) {
+                return Err(TokenError::WebCharacter(bad));
             }
             Ok(token.to_owned())
         }
@@ -254,6 +285,10 @@ fn platform_names() -> String {
         Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
         None => String::new(),
     }
+}
+
+fn is_web_token_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_')
 }
 
 fn is_fcm_token_char(c: char) -> bool {
@@ -318,6 +353,7 @@ mod tests {
     fn the_patterns_state_the_rules() {
         let apns = regex::Regex::new(APNS_TOKEN_PATTERN).unwrap();
         let fcm = regex::Regex::new(FCM_TOKEN_PATTERN).unwrap();
+        let web = regex::Regex::new(WEB_TOKEN_PATTERN).unwrap();
         let any = regex::Regex::new(TOKEN_PATTERN).unwrap();
         let fcm_token = format!("dGVzdA:APA91b{}", "x_-.".repeat(30));
         for token in [
@@ -332,11 +368,18 @@ mod tests {
             format!("{fcm_token} "),
             format!("{fcm_token}\n"),
             "é".repeat(120),
+            "a".repeat(15),
+            "a".repeat(16),
+            "a-_Z".repeat(32),
+            "a".repeat(129),
+            format!("{}.", "a".repeat(20)),
         ] {
             let ios = normalize_token(Platform::Ios, &token).is_ok();
             let android = normalize_token(Platform::Android, &token).is_ok();
             assert_eq!(apns.is_match(&token), ios, "{token:?}");
             assert_eq!(fcm.is_match(&token), android, "{token:?}");
+            let browser = normalize_token(Platform::Web, &token).is_ok();
+            assert_eq!(web.is_match(&token), browser, "{token:?}");
             assert_eq!(any.is_match(&token), is_plausible_token(&token), "{token:?}");
         }
     }
@@ -359,7 +402,7 @@ mod tests {
         );
         assert_eq!(
             TokenError::UnknownPlatform("windows".into()).to_string(),
-            r#"unknown platform "windows": expected "ios" or "android""#
+            r#"unknown platform "windows": expected "ios", "android" or "web""#
         );
         for (index, platform) in Platform::ALL.into_iter().enumerate() {
             assert_eq!(platform.index(), index);
@@ -369,7 +412,7 @@ mod tests {
     #[test]
     fn segments_are_each_platform_and_environment_once() {
         let all: Vec<&str> = segments().collect();
-        assert_eq!(all, ["ios/production", "ios/sandbox", "android"]);
+        assert_eq!(all, ["ios/production", "ios/sandbox", "android", "web"]);
         for platform in Platform::ALL {
             for environment in platform.environments() {
                 assert_eq!(

@@ -57,6 +57,8 @@ pub struct AppState {
     pub valve: Valve,
     pub names: Names,
     pub max_topics_per_device: u32,
+    /// Push-service hosts a web registration may name (`CLARION_WEBPUSH_ALLOWED_HOSTS`).
+    pub webpush_allowed_hosts: clarion_proto::AllowedHosts,
     pub topic_count_max_age: Duration,
     /// The OpenAPI document served (with the limits and the apps in force).
     pub openapi: served_document::ServedDocument,

@@ -6,7 +6,9 @@ use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use chrono::{DateTime, Utc};
 use clarion_proto::presentation::sound_field;
-use clarion_proto::{InterruptionLevel, LocalizedText, Notification, PerPlatform, Priority, PushType};
+use clarion_proto::{
+    InterruptionLevel, LocalizedText, Notification, PerPlatform, Priority, PushType, WebOptions,
+};
 use clarion_runtime::amqp::control::publish_cancel;
 use clarion_runtime::db::DbError;
 use serde::{Deserialize, Serialize};
@@ -119,6 +121,11 @@ pub struct SendRequest {
     /// Android: the notification channel it is posted to.
     #[schema(example = "breaking_news")]
     pub android_channel_id: Option<String>,
+    /// Web push: `{"declarative": true}` sends the Declarative Web Push
+    /// form (shown by Safari without a service worker; needs `link`);
+    /// otherwise the service worker gets Clarion's JSON.
+    #[schema(value_type = Option<Object>, example = json!({"declarative": true}))]
+    pub web: Option<WebOptions>,
     /// Texts by language (BCP 47 tag → title and body): a device whose
     /// registration names a `locale` gets the most specific match (`fr-CA`,
     /// then `fr`), any other the default `title` and `body`. Tags are
@@ -263,6 +270,7 @@ impl SendRequest {
             interruption_level,
             relevance_score: self.relevance_score,
             android_channel_id: self.android_channel_id,
+            web: self.web,
             localizations: self
                 .localizations
                 .into_iter()
@@ -424,6 +432,10 @@ pub struct MessageBody {
     pub interruption_level: Option<InterruptionLevel>,
     pub relevance_score: Option<f64>,
     pub android_channel_id: Option<String>,
+    /// Web push options, as sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub web: Option<WebOptions>,
     /// Texts by lower-case language tag.
     pub localizations: BTreeMap<String, LocalizedBody>,
 }
@@ -446,6 +458,7 @@ impl MessageBody {
             interruption_level: notification.interruption_level,
             relevance_score: notification.relevance_score,
             android_channel_id: notification.android_channel_id.clone(),
+            web: notification.web,
             localizations: notification
                 .localizations
                 .iter()
@@ -871,7 +884,8 @@ mod tests {
             jobs_planned: 1,
             jobs_done: 1,
             jobs_failed: 0,
-            audience: PerPlatform::from_fn(|_| 100),
+            // The two app platforms, 100 devices each.
+            audience: PerPlatform::from_fn(|p| if p == Platform::Web { 0 } else { 100 }),
             batches_expected: 2,
             batches_reported: 2,
             delivery,

@@ -5,7 +5,10 @@ use std::collections::HashSet;
 use actix_web::{HttpResponse, delete, get, put, web};
 use chrono::{DateTime, Utc};
 use clarion_proto::platform::{canonical_token, is_plausible_token, normalize_token, token_prefix};
-use clarion_proto::{ApnsEnvironment, Platform, TokenError, normalize_locale, validate_topic};
+use clarion_proto::{
+    ApnsEnvironment, Platform, SubscriptionError, TokenError, WebSubscription, normalize_locale,
+    validate_topic,
+};
 use serde::{Deserialize, Serialize};
 use tracing::debug;
 use utoipa::{IntoParams, ToSchema};
@@ -45,6 +48,16 @@ pub struct RegistrationRequest {
     /// of the device-side figures. Default false.
     #[serde(default)]
     pub receipts: Option<bool>,
+    /// Web only, and required there: the browser's `PushSubscription`
+    /// (`subscription.toJSON()`): an `https` endpoint of an allowed push
+    /// service (`CLARION_WEBPUSH_ALLOWED_HOSTS`), `keys.p256dh` (65-byte
+    /// uncompressed P-256 public key, base64url) and `keys.auth` (16 bytes,
+    /// base64url).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>, example = json!({"endpoint": "https://fcm.googleapis.com/fcm/send/…",
+        "keys": {"p256dh": "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4",
+                 "auth": "BTBZMqHH6r4Tts7J_aSIgg"}}))]
+    pub subscription: Option<WebSubscription>,
 }
 
 /// A registration as stored.
@@ -65,6 +78,10 @@ pub struct Registration {
     pub locale: Option<String>,
     /// The app sends device receipts for this device.
     pub receipts: bool,
+    /// Web only: the push subscription as stored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub subscription: Option<WebSubscription>,
     /// Sorted topic names.
     pub topics: Vec<String>,
     pub created_at: DateTime<Utc>,
@@ -80,6 +97,7 @@ impl From<StoredRegistration> for Registration {
             platform: stored.platform,
             locale: stored.locale,
             receipts: stored.receipts,
+            subscription: stored.subscription,
             topics: stored.topics,
             created_at: stored.created_at,
             updated_at: stored.updated_at,
@@ -91,7 +109,7 @@ impl From<StoredRegistration> for Registration {
 #[utoipa::path(
     tag = "registrations",
     security(("api_key" = [])),
-    params(("token" = String, Path, description = "APNs device token (64 hex) or FCM registration token")),
+    params(("token" = String, Path, description = "APNs device token (64 hex), FCM registration token, or a web subscription's id chosen by the site (16 to 128 of `A-Za-z0-9_-`)")),
     request_body = RegistrationRequest,
     responses(
         (status = 200, description = "The stored registration", body = Registration),
@@ -100,7 +118,7 @@ impl From<StoredRegistration> for Registration {
         (status = 403, description = "The key lacks the `register` scope", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Unknown platform, implausible token, bad topics or locale", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Unknown platform, implausible token, bad topics, locale or web subscription (the message names the field)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The database is unavailable or the queue of registration writes is full; retry after `Retry-After` (the write is idempotent)", body = Problem, content_type = "application/problem+json", headers(("Retry-After" = u64))),
     )
 )]
@@ -127,12 +145,14 @@ pub async fn put_registration(
         .transpose()
         .map_err(invalid)?;
     let token = normalize_token(platform, &token).map_err(invalid)?;
+    let subscription = checked_subscription(platform, body.subscription, &state)?;
     let topics = validated_topics(body.topics, state.max_topics_per_device)?;
     let device = Device {
         platform,
         environment,
         locale,
         receipts: body.receipts.unwrap_or(false),
+        subscription,
     };
     let stored = stored(
         state
@@ -311,6 +331,27 @@ pub(super) fn usable_app(
     clarion_proto::validate_app(&app).map_err(invalid)?;
     state.check_app(caller, &app, used_for)?;
     Ok(app)
+}
+
+/// A web registration's subscription, checked (an `https` endpoint of an
+/// allowed push service, a P-256 key, a 16-byte secret); none on other
+/// platforms, which may not carry one.
+fn checked_subscription(
+    platform: Platform,
+    subscription: Option<WebSubscription>,
+    state: &AppState,
+) -> Result<Option<WebSubscription>, ApiError> {
+    match (platform, subscription) {
+        (Platform::Web, None) => Err(invalid(SubscriptionError::Missing)),
+        (Platform::Web, Some(subscription)) => {
+            subscription
+                .validate(&state.webpush_allowed_hosts)
+                .map_err(invalid)?;
+            Ok(Some(subscription))
+        }
+        (_, Some(_)) => Err(invalid(SubscriptionError::NotWeb)),
+        (_, None) => Ok(None),
+    }
 }
 
 /// De-duplicates and checks a topic set. The count is checked as sent, as

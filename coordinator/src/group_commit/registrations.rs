@@ -97,6 +97,7 @@ async fn apply_round(
     let mut stored_devices = Vec::new();
     let mut forgotten = Vec::new();
     let mut dropped = Vec::new();
+    let mut subscriptions = Vec::new();
     for write in writes {
         let (app, token) = device_of(write);
         match &write.change {
@@ -107,6 +108,7 @@ async fn apply_round(
                     rows.push(app, token, topic, device);
                 }
                 stored_devices.push((app, token));
+                subscriptions.push(((app, token), device.subscription.as_ref()));
             }
             Change::AddTopic { topic, max_topics } => {
                 let current = current
@@ -121,6 +123,7 @@ async fn apply_round(
                     environment: current.environment,
                     locale: current.locale.clone(),
                     receipts: current.receipts,
+                    subscription: current.subscription.clone(),
                 };
                 rows.push(app, token, topic, &device);
                 stored_devices.push((app, token));
@@ -144,6 +147,9 @@ async fn apply_round(
     }
     if !rows.is_empty() {
         store::store_rows(tx, &rows).await?;
+    }
+    if !subscriptions.is_empty() {
+        store::store_subscriptions(tx, &subscriptions).await?;
     }
     let mut stored = if stored_devices.is_empty() {
         HashMap::new()

@@ -54,6 +54,7 @@ fn put(n: u8, topics: &[&str]) -> RegistrationWrite {
                 environment: ApnsEnvironment::Production,
                 locale: None,
                 receipts: true,
+                subscription: None,
             },
             topics: topics.iter().map(|t| (*t).to_owned()).collect(),
         },

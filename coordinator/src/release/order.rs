@@ -185,7 +185,7 @@ mod tests {
 
     fn room(tokens: u64) -> Room {
         Room {
-            budget: both(tokens, tokens),
+            budget: PerPlatform::from_fn(|_| tokens),
             stalled: PerPlatform::default(),
         }
     }

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use clarion_proto::{ApnsEnvironment, Platform, shard_of};
+use clarion_proto::{ApnsEnvironment, Platform, WebSubscription, shard_of};
 use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
 use tokio_postgres::{GenericClient, Row, Transaction};
@@ -39,6 +39,8 @@ pub struct Device {
     pub locale: Option<String>,
     /// The app reports device receipts (issue 35).
     pub receipts: bool,
+    /// A web registration's push subscription, checked.
+    pub subscription: Option<WebSubscription>,
 }
 
 /// A device and every topic it follows.
@@ -50,6 +52,8 @@ pub struct StoredRegistration {
     pub environment: ApnsEnvironment,
     pub locale: Option<String>,
     pub receipts: bool,
+    /// A web registration's push subscription, as stored.
+    pub subscription: Option<WebSubscription>,
     /// Sorted.
     pub topics: Vec<String>,
     pub created_at: DateTime<Utc>,
@@ -216,6 +220,51 @@ pub async fn store_rows(tx: &Transaction<'_>, rows: &RowsToStore) -> Result<(), 
     Ok(())
 }
 
+/// Stores the web subscriptions of `devices` that have one and forgets
+/// those of the others (a token re-registered on another platform). Two
+/// statements at most; after the rows, whose deletion may have taken a
+/// previous subscription with it (migration V33's trigger).
+pub async fn store_subscriptions(
+    tx: &Transaction<'_>,
+    devices: &[(DeviceKey<'_>, Option<&WebSubscription>)],
+) -> Result<(), StoreError> {
+    let (mut web_apps, mut web_tokens, mut jsons) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut other_apps, mut other_tokens) = (Vec::new(), Vec::new());
+    for ((app, token), subscription) in devices {
+        match subscription {
+            Some(subscription) => {
+                web_apps.push(*app);
+                web_tokens.push(*token);
+                jsons.push(
+                    serde_json::to_value(subscription).map_err(|err| StoreError::Corrupt(err.to_string()))?,
+                );
+            }
+            None => {
+                other_apps.push(*app);
+                other_tokens.push(*token);
+            }
+        }
+    }
+    if !web_apps.is_empty() {
+        tx.execute(
+            "INSERT INTO web_subscriptions (app, token, subscription)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[])
+             ON CONFLICT (app, token) DO UPDATE SET subscription = EXCLUDED.subscription",
+            &[&web_apps, &web_tokens, &jsons],
+        )
+        .await?;
+    }
+    if !other_apps.is_empty() {
+        tx.execute(
+            "DELETE FROM web_subscriptions s USING unnest($1::text[], $2::text[]) AS d(app, token)
+              WHERE s.app = d.app AND s.token = d.token",
+            &[&other_apps, &other_tokens],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 /// The registrations of `devices` (those with no row are absent). One
 /// statement, driven by the device list (`ROWS_OF_DEVICE`).
 pub async fn read_devices(
@@ -227,7 +276,9 @@ pub async fn read_devices(
         .query(
             &format!(
                 "SELECT r.app, r.token, r.topic, r.platform, r.apns_environment, r.locale, r.created_at,
-                        r.updated_at, r.receipts
+                        r.updated_at, r.receipts,
+                        (SELECT s.subscription FROM web_subscriptions s
+                          WHERE s.app = r.app AND s.token = r.token) AS subscription
                    FROM unnest($1::text[], $2::text[]) AS d(app, token)
                    CROSS JOIN LATERAL ({ROWS_OF_DEVICE} OFFSET 0) r
                   ORDER BY r.app, r.token, r.topic"
@@ -254,6 +305,13 @@ fn registration_of(rows: &[Row]) -> Result<StoredRegistration, StoreError> {
     let first = &rows[0];
     let platform = parse_column::<Platform>(first.get("platform"))?;
     let environment = parse_column::<ApnsEnvironment>(first.get("apns_environment"))?;
+    let subscription = match first.get::<_, Option<serde_json::Value>>("subscription") {
+        Some(json) if platform == Platform::Web => Some(
+            serde_json::from_value::<WebSubscription>(json)
+                .map_err(|err| StoreError::Corrupt(err.to_string()))?,
+        ),
+        _ => None,
+    };
     let created_at = rows
         .iter()
         .map(|row| row.get::<_, DateTime<Utc>>("created_at"))
@@ -269,6 +327,7 @@ fn registration_of(rows: &[Row]) -> Result<StoredRegistration, StoreError> {
         environment,
         locale: first.get("locale"),
         receipts: rows.iter().any(|row| row.get::<_, bool>("receipts")),
+        subscription,
         topics: rows.iter().map(|row| row.get("topic")).collect(),
         created_at: created_at.unwrap_or_default(),
         updated_at: updated_at.unwrap_or_default(),

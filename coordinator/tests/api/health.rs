@@ -169,7 +169,7 @@ async fn the_openapi_document_states_the_limits_in_force() {
     assert_eq!(register["topics"]["maxItems"], 7, "the configured limit");
     assert_eq!(
         register["platform"]["enum"],
-        serde_json::json!(["ios", "android"])
+        serde_json::json!(["ios", "android", "web"])
     );
     let send_responses = &doc["paths"]["/api/v1/notifications"]["post"]["responses"];
     for status in [

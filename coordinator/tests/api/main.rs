@@ -21,3 +21,4 @@ mod roles;
 mod scheduled;
 mod topics;
 mod validation;
+mod web_registrations;

@@ -218,7 +218,7 @@ async fn platform_counters_move_to_their_own_rows_exactly() {
     }
     let refused = client
         .execute(
-            "INSERT INTO registrations (topic, shard, token, platform) VALUES ('t', 1, 'x', 'web')",
+            "INSERT INTO registrations (topic, shard, token, platform) VALUES ('t', 1, 'x', 'windows')",
             &[],
         )
         .await

@@ -27,7 +27,7 @@ async fn topic_sizes_are_counted_per_platform() {
         .unwrap();
     assert_eq!(
         uk,
-        json!({"topic": "breaking/uk", "subscribers": 5, "ios": 3, "android": 2})
+        json!({"topic": "breaking/uk", "subscribers": 5, "ios": 3, "android": 2, "web": 0})
     );
     let us: Value = app
         .get("/api/v1/topics/breaking/us", ADMIN_KEY)

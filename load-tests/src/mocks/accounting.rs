@@ -53,7 +53,7 @@ pub struct Counters {
 /// A snapshot of the counters.
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct Stats {
-    /// Requests answered 200.
+    /// Requests answered 2xx (200 by APNs and FCM, 201 by push services).
     pub accepted: u64,
     /// Distinct tokens accepted at least once.
     pub unique_tokens: u64,
@@ -138,7 +138,7 @@ impl Accounting {
         let _ = shard
             .latency_us
             .record(u64::try_from(latency.as_micros()).unwrap_or(u64::MAX).max(1));
-        if status == 200 {
+        if (200..300).contains(&status) {
             let since_epoch = self.since_epoch_ms();
             let entry = shard.tokens.entry(hash).or_insert((0, since_epoch));
             entry.0 += 1;

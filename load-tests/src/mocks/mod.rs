@@ -1,9 +1,11 @@
-//! Mock APNs and FCM servers that speak the real protocols (HTTP/2 over TLS,
-//! provider-token JWTs, OAuth2 service-account assertions, Apple's and
-//! Google's error bodies), with fault injection and per-token accounting
-//! behind a small control API. They stand in for Apple and Google in the
-//! tests, the demo and the benchmark; nothing else is mocked. With receipts
-//! on, the phones behind them report what they got to Clarion ([`phones`]).
+//! Mock APNs, FCM and web push servers that speak the real protocols
+//! (HTTP/2 over TLS, provider-token JWTs, OAuth2 service-account
+//! assertions, VAPID and RFC 8291 encryption, the providers' error bodies),
+//! with fault injection and per-token accounting behind a small control
+//! API. They stand in for Apple, Google and the browsers' push services in
+//! the tests, the demo and the benchmark; nothing else is mocked. With
+//! receipts on, the phones behind them report what they got to Clarion
+//! ([`phones`]).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -16,6 +18,7 @@ pub mod own_thread;
 pub mod phones;
 pub mod server;
 pub mod tls;
+pub mod webpush;
 
 pub use accounting::{Stats, TokenCount, digest};
 pub use apns::{ApnsMock, ApnsMockConfig};
@@ -24,6 +27,7 @@ pub use faults::FaultConfig;
 pub use fcm::{FcmMock, FcmMockConfig};
 pub use own_thread::{OnOwnThread, start_on_own_thread};
 pub use phones::{ReceiptStats, ReceiptsArgs, ReceiptsConfig};
+pub use webpush::{TestSubscription, WebPushMock, WebPushMockConfig};
 
 /// Seconds since the Unix epoch.
 pub(crate) fn unix_s() -> u64 {

@@ -18,13 +18,16 @@ use reqwest::{Client, StatusCode};
 use serde_json::Value;
 
 use crate::mocks::control::MockState;
-use crate::mocks::{ApnsMock, ApnsMockConfig, FcmMock, FcmMockConfig};
+use crate::mocks::{ApnsMock, ApnsMockConfig, FcmMock, FcmMockConfig, WebPushMock, WebPushMockConfig};
 
 /// Keys the cluster's coordinator accepts.
 pub const APP_KEY: &str = "test-app-key";
 pub const DESK_KEY: &str = "test-desk-key";
 /// For the admin endpoints (held tokens, audit log).
 pub const ADMIN_KEY: &str = "test-admin-key";
+/// Where the mock web push services listen: the one push-service host
+/// the cluster's coordinator and dispatchers allow.
+pub const WEB_PUSH_HOST: &str = "127.0.0.1";
 
 /// Extra flags for each kind of service.
 #[derive(Debug, Clone, Default)]
@@ -33,7 +36,8 @@ pub struct ClusterOptions {
     pub harvester: Vec<String>,
     pub harvesters: usize,
     pub dispatcher: Vec<String>,
-    /// Start the mock APNs and FCM and one dispatcher per platform.
+    /// Start the mock APNs, FCM and web push service and one dispatcher
+    /// per platform.
     pub dispatchers: bool,
     /// Other PostgreSQL and RabbitMQ servers than the machine's own (such
     /// as throw-away ones reached over TLS); `None` for the machine's.
@@ -57,11 +61,13 @@ pub struct ClusterServers {
     pub extra_ca_file: Option<PathBuf>,
 }
 
-/// The mock APNs and FCM the cluster's dispatchers talk to.
+/// The mock APNs, FCM and web push service the cluster's dispatchers
+/// talk to.
 pub struct Mocks {
     pub apns: ApnsMock,
     pub fcm: FcmMock,
-    /// Both mocks' CA certificates, for `--extra-ca-file`.
+    pub web: WebPushMock,
+    /// The mocks' CA certificates, for `--extra-ca-file`.
     pub ca_file: PathBuf,
     dir: PathBuf,
 }
@@ -77,8 +83,9 @@ impl Mocks {
         Self::start_as("com.clarion.news", "CLARIONK01", "clarion-news").await
     }
 
-    /// Mocks of another app's Apple and Google: its bundle id, APNs key id
-    /// and Firebase project (and a key and service account of their own).
+    /// Mocks of another app's Apple, Google and push service: its bundle
+    /// id, APNs key id and Firebase project (and a key, a service account
+    /// and a VAPID key of their own).
     pub async fn start_as(bundle_id: &str, apns_key_id: &str, fcm_project: &str) -> Self {
         Self::start_reporting(bundle_id, apns_key_id, fcm_project, None).await
     }
@@ -100,19 +107,28 @@ impl Mocks {
         let apns = ApnsMock::start(apns_config).await.expect("mock APNs starts");
         let fcm_config = FcmMockConfig {
             project_id: fcm_project.into(),
-            receipts,
+            receipts: receipts.clone(),
             ..FcmMockConfig::local(dir.clone())
         };
         let fcm = FcmMock::start(fcm_config).await.expect("mock FCM starts");
+        let web_config = WebPushMockConfig {
+            subject: format!("mailto:push@{fcm_project}.test"),
+            receipts,
+            ..WebPushMockConfig::local(dir.clone())
+        };
+        let web = WebPushMock::start(web_config)
+            .await
+            .expect("mock web push service starts");
         let ca_file = dir.join("extra-ca.pem");
-        let both = [&apns.ca_file, &fcm.ca_file]
+        let all = [&apns.ca_file, &fcm.ca_file, &web.ca_file]
             .iter()
             .map(|path| std::fs::read_to_string(path).expect("a CA file"))
             .collect::<String>();
-        std::fs::write(&ca_file, both).expect("CA bundle written");
+        std::fs::write(&ca_file, all).expect("CA bundle written");
         Self {
             apns,
             fcm,
+            web,
             ca_file,
             dir,
         }
@@ -131,6 +147,7 @@ impl Mocks {
         match platform {
             Platform::Ios => &self.apns.state,
             Platform::Android => &self.fcm.state,
+            Platform::Web => &self.web.state,
         }
     }
 
@@ -139,13 +156,14 @@ impl Mocks {
         let mut env = self.apns.env();
         env.push(("CLARION_APNS_SANDBOX_ENDPOINT".into(), self.apns.endpoint.clone()));
         env.extend(self.fcm.env());
+        env.extend(self.web.env());
         env.push(("CLARION_EXTRA_CA_FILE".into(), self.ca_file.display().to_string()));
         env
     }
 
     /// An apps file table (`[apps.<app>]`) pointing at these mocks.
     pub fn app_table(&self, app: &str) -> String {
-        crate::mocks::apps_file_table(app, &self.apns, &self.fcm)
+        crate::mocks::apps_file_table(app, &self.apns, &self.fcm) + &self.web.app_table(app)
     }
 
     /// Dispatcher flags pointing at the mocks.
@@ -159,6 +177,9 @@ impl Mocks {
             format!("--apns-topic={}", self.apns.bundle_id),
             format!("--fcm-endpoint={}", self.fcm.endpoint),
             format!("--fcm-credentials-file={}", self.fcm.credentials_file.display()),
+            format!("--vapid-private-key-file={}", self.web.vapid_key_file.display()),
+            format!("--vapid-subject={}", self.web.vapid_subject),
+            format!("--webpush-allowed-hosts={WEB_PUSH_HOST}"),
             format!("--extra-ca-file={}", self.ca_file.display()),
         ]
     }
@@ -207,6 +228,7 @@ impl Cluster {
             "--database-pool-size=8".into(),
             format!("--amqp-url={}", broker.url),
             format!("--amqp-namespace={}", broker.namespace),
+            format!("--webpush-allowed-hosts={WEB_PUSH_HOST}"),
         ];
         args.extend(extra_ca_arg(&options));
         args.extend(options.coordinator.iter().cloned());
@@ -353,7 +375,7 @@ impl Cluster {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
-    /// Starts the mock APNs and FCM when the cluster was started without
+    /// Starts the mock APNs, FCM and web push service when the cluster was started without
     /// dispatchers, so dispatchers can be started later.
     pub async fn start_mocks(&mut self) {
         if self.mocks.is_none() {

@@ -15,5 +15,7 @@ mod scratch;
 mod seed;
 pub mod tls_servers;
 
-pub use cluster::{ADMIN_KEY, APP_KEY, Cluster, ClusterOptions, ClusterServers, DESK_KEY, Mocks};
-pub use seed::{Device, alternating_devices, seed_devices};
+pub use cluster::{
+    ADMIN_KEY, APP_KEY, Cluster, ClusterOptions, ClusterServers, DESK_KEY, Mocks, WEB_PUSH_HOST,
+};
+pub use seed::{Device, alternating_devices, platforms_of, seed_devices};

@@ -4,6 +4,8 @@
 use clarion_proto::{ApnsEnvironment, Platform, shard_of};
 use tokio_postgres::Client;
 
+use crate::mocks::WebPushMock;
+
 /// A device to register.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Device {
@@ -11,6 +13,8 @@ pub struct Device {
     pub platform: Platform,
     pub environment: ApnsEnvironment,
     pub topics: Vec<String>,
+    /// A web device's `PushSubscription` JSON (`None` for the apps).
+    pub subscription: Option<serde_json::Value>,
 }
 
 impl Device {
@@ -20,6 +24,7 @@ impl Device {
             platform: Platform::Ios,
             environment: ApnsEnvironment::Production,
             topics: topics.iter().map(|t| t.to_string()).collect(),
+            subscription: None,
         }
     }
 
@@ -29,6 +34,21 @@ impl Device {
             platform: Platform::Android,
             environment: ApnsEnvironment::Production,
             topics: topics.iter().map(|t| t.to_string()).collect(),
+            subscription: None,
+        }
+    }
+
+    /// Browser `n`, subscribed on the mock push service `push` (which
+    /// then knows its keys); its token is the subscription's id.
+    pub fn web(push: &WebPushMock, n: u64, topics: &[&str]) -> Self {
+        let token = format!("web{n:016}-{:016x}", n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let subscription = push.subscribe(&token).expect("the mock push service subscribes");
+        Self {
+            token,
+            platform: Platform::Web,
+            environment: ApnsEnvironment::Production,
+            topics: topics.iter().map(|t| t.to_string()).collect(),
+            subscription: Some(subscription.json()),
         }
     }
 
@@ -48,14 +68,38 @@ impl Device {
     }
 }
 
+/// The platforms `devices` are on, in [`Platform::ALL`] order: what a
+/// test loops over when it expects every platform of its audience pushed
+/// to (the alternating audiences have no browser).
+pub fn platforms_of(devices: &[Device]) -> Vec<Platform> {
+    Platform::ALL
+        .into_iter()
+        .filter(|platform| devices.iter().any(|d| d.platform == *platform))
+        .collect()
+}
+
 /// `count` devices on `topics`, alternating platforms (half iOS, half Android).
 pub fn alternating_devices(count: u64, topics: &[&str]) -> Vec<Device> {
     (0..count).map(|n| Device::alternating(n, topics)).collect()
 }
 
-/// Inserts one row per (device, topic), in chunks.
+/// Inserts one row per (device, topic), in chunks, and each web device's
+/// subscription.
 pub async fn seed_devices(client: &Client, devices: &[Device]) -> Result<(), tokio_postgres::Error> {
     const CHUNK: usize = 5_000;
+    let web: Vec<&Device> = devices.iter().filter(|d| d.subscription.is_some()).collect();
+    for chunk in web.chunks(CHUNK) {
+        let tokens: Vec<&str> = chunk.iter().map(|d| d.token.as_str()).collect();
+        let subscriptions: Vec<&serde_json::Value> =
+            chunk.iter().filter_map(|d| d.subscription.as_ref()).collect();
+        client
+            .execute(
+                "INSERT INTO web_subscriptions (app, token, subscription)
+                 SELECT 'default', * FROM unnest($1::text[], $2::jsonb[])",
+                &[&tokens, &subscriptions],
+            )
+            .await?;
+    }
     let rows: Vec<(&Device, &String)> = devices
         .iter()
         .flat_map(|device| device.topics.iter().map(move |topic| (device, topic)))
