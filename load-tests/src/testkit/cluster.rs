@@ -229,6 +229,11 @@ impl Cluster {
             format!("--amqp-url={}", broker.url),
             format!("--amqp-namespace={}", broker.namespace),
             format!("--webpush-allowed-hosts={WEB_PUSH_HOST}"),
+            // Tests act on what the status says at once (kill a node
+            // mid-harvest, wait for a job): a status up to a second old
+            // would come too late. The cache itself is tested in
+            // coordinator/tests/status_reads.rs; a test may set its own.
+            "--status-refresh-ms=1".into(),
         ];
         args.extend(extra_ca_arg(&options));
         args.extend(options.coordinator.iter().cloned());
