@@ -8,7 +8,8 @@ token as "either format"), and a request valid field by field may still
 break the rule and get a 422. In the positive cases only (they assert
 acceptance), this hook makes such a request keep the rule: the token is
 replaced by one of the body's platform derived from it, and `environment`
-is dropped for Android. Negative cases are left as generated. The
+is dropped for Android; a web registration gets a real subscription and
+only a web one keeps one. Negative cases are left as generated. The
 coordinator's own tests (coordinator/tests/api/validation.rs) check those
 422s. The same goes for a notification's `send_at` (below).
 """
@@ -41,8 +42,26 @@ def token_fits_platform(context, case):
         if not FCM_TOKEN.fullmatch(token):
             parameters["token"] = "fcm:" + digest * 2
         case.body.pop("environment", None)
+    elif platform == "web":
+        # A web registration carries a browser's subscription (its key must
+        # be a point on P-256, which no schema can say): a real one.
+        parameters["token"] = "web-" + digest[:40]
+        case.body.pop("environment", None)
+        case.body["subscription"] = WEB_SUBSCRIPTION
+    if platform != "web":
+        # Only a web registration may carry a subscription.
+        case.body.pop("subscription", None)
     case.path_parameters = parameters
     return case
+
+
+WEB_SUBSCRIPTION = {
+    "endpoint": "https://fcm.googleapis.com/fcm/send/schemathesis",
+    "keys": {
+        "p256dh": "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4",
+        "auth": "BTBZMqHH6r4Tts7J_aSIgg",
+    },
+}
 
 
 # A `send_at` must lie in the next 30 days: a rule about the present, which a
@@ -198,9 +217,17 @@ def before_call(context, case, kwargs):
     if (operation.method.upper(), operation.path) == ("GET", "/api/v1/audience"):
         fit_audience_names(case)
         return
+    if (operation.method.upper(), operation.path) == ("PUT", "/api/v1/registrations/{token}"):
+        # Explicit examples do not pass through `map_case`: the same rule.
+        token_fits_platform(context, case)
+        return
     if (operation.method.upper(), operation.path) not in SCHEDULED or not isinstance(case.body, dict):
         return
     fit_fcm_limit(case.body)
+    web = case.body.get("web")
+    if isinstance(web, dict) and web.get("declarative") and not case.body.get("link"):
+        # The declarative form needs a link to navigate to (422 without).
+        case.body["web"] = None
     send_at = case.body.get("send_at")
     if send_at is not None:
         offset = int(hashlib.sha256(str(send_at).encode()).hexdigest(), 16) % (7 * 24 * 3600)

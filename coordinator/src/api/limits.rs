@@ -14,7 +14,7 @@ use clarion_proto::payload::{
     URL_PATTERN,
 };
 use clarion_proto::platform::{
-    APNS_TOKEN_HEX_LEN, FCM_TOKEN_MAX_LEN, TOKEN_PATTERN, segments, token_description,
+    FCM_TOKEN_MAX_LEN, TOKEN_PATTERN, WEB_TOKEN_MIN_LEN, segments, token_description,
 };
 use clarion_proto::presentation::{MAX_BADGE, MAX_NAME_BYTES, NAME_PATTERN};
 use clarion_proto::topic::{MAX_TOPIC_LEN, TOPIC_PATTERN};
@@ -38,7 +38,7 @@ fn token() -> Value {
     json!({
         "type": "string",
         "pattern": TOKEN_PATTERN,
-        "minLength": APNS_TOKEN_HEX_LEN,
+        "minLength": WEB_TOKEN_MIN_LEN,
         "maxLength": FCM_TOKEN_MAX_LEN,
     })
 }
@@ -181,6 +181,33 @@ pub fn state_limits(doc: &mut Value, max_topics_per_device: u32) {
         doc,
         &format!("{register}/environment"),
         json!({"enum": ["production", "sandbox", null]}),
+    );
+    // A browser's `PushSubscription`: its shape (the key's point and the
+    // host rule are checked by the coordinator, 422).
+    let base64url = json!({"type": "string", "pattern": "^[A-Za-z0-9_-]+=*$"});
+    merge(
+        doc,
+        &format!("{register}/subscription"),
+        json!({
+            "required": ["endpoint", "keys"],
+            "properties": {
+                "endpoint": {"type": "string", "pattern": "^https://"},
+                "expirationTime": {"type": ["number", "null"]},
+                "keys": {
+                    "type": "object",
+                    "required": ["p256dh", "auth"],
+                    "properties": {"p256dh": base64url, "auth": base64url},
+                },
+            },
+        }),
+    );
+    merge(
+        doc,
+        &format!("{send}/web"),
+        json!({
+            "additionalProperties": false,
+            "properties": {"declarative": {"type": "boolean"}},
+        }),
     );
     let mut receipt_token = token();
     receipt_token["description"] = json!(token_description());
