@@ -208,7 +208,8 @@ mod tests {
         let names = Names::new("t");
         let all = queues(&names);
         let work: Vec<&QueueSpec> = all.iter().filter(|q| q.kind == QueueKind::Work).collect();
-        assert_eq!(work.len(), 5);
+        // harvest.jobs, one deliver queue per platform, reports, cleanup.
+        assert_eq!(work.len(), 3 + Platform::ALL.len());
         for queue in &work {
             let dead = names.dead_letter_queue(&queue.name);
             assert!(all.iter().any(|q| q.name == dead), "{dead}");
@@ -224,6 +225,7 @@ mod tests {
                 "t.harvest.jobs",
                 "t.deliver.ios",
                 "t.deliver.android",
+                "t.deliver.web",
                 "t.reports",
                 "t.cleanup"
             ]
