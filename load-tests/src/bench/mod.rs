@@ -131,6 +131,28 @@ pub async fn start_mocks(
     Ok((apns, fcm))
 }
 
+/// The one-harvester cluster a benchmark runs on `audience`'s servers,
+/// every service with `settings`, the dispatchers with `dispatcher_env`
+/// too, its queues under `namespace`.
+pub fn cluster_config(
+    audience: &AudienceArgs,
+    settings: &crate::local_cluster::Env,
+    dispatcher_env: crate::local_cluster::Env,
+    namespace: &str,
+    log_dir: PathBuf,
+) -> crate::local_cluster::LocalClusterConfig {
+    crate::local_cluster::LocalClusterConfig {
+        database_url: audience.database_url.clone(),
+        amqp_url: audience.amqp_url.clone(),
+        namespace: namespace.to_owned(),
+        harvesters: 1,
+        coordinator_env: settings.clone(),
+        harvester_env: settings.clone(),
+        dispatcher_env,
+        log_dir,
+    }
+}
+
 /// Where the benchmarks write their results unless given `--out-dir`:
 /// `bench-results` beside the benchmark's executable (under the cargo
 /// target directory), so a trial run never replaces the committed results

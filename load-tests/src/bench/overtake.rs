@@ -29,7 +29,7 @@ use super::ceiling::{self, CeilingPlan};
 use super::run::{Machine, UNSCHEDULED, dispatcher_env_for, machine, parse_setting};
 use super::{AudienceArgs, git_commit, load_audience, write_json};
 use crate::audience::{AudienceShape, Layout};
-use crate::local_cluster::{LocalCluster, LocalClusterConfig, Member, delete_namespace};
+use crate::local_cluster::{LocalCluster, Member, delete_namespace};
 use crate::seed::connect;
 
 /// The big send's topic (the seeded audience).
@@ -188,16 +188,13 @@ pub async fn run(args: OvertakeArgs) -> Result<Report> {
     let mut dispatcher_env = dispatcher_env_for(&apns, &fcm, &work)?;
     dispatcher_env.extend(args.settings.iter().cloned());
     let namespace = format!("overtake-{}", std::process::id());
-    let config = LocalClusterConfig {
-        database_url: args.audience.database_url.clone(),
-        amqp_url: args.audience.amqp_url.clone(),
-        namespace: namespace.clone(),
-        harvesters: 1,
-        coordinator_env: args.settings.clone(),
-        harvester_env: args.settings.clone(),
+    let config = super::cluster_config(
+        &args.audience,
+        &args.settings,
         dispatcher_env,
-        log_dir: super::bench_log_dir()?,
-    };
+        &namespace,
+        super::bench_log_dir()?,
+    );
     let mut cluster = LocalCluster::start(&config).await?;
     let outcome = run_modes(&mut cluster, &args, ceiling_per_s).await;
     cluster.stop();

@@ -28,7 +28,7 @@ use super::plot::{self, Timeline};
 use super::run::{dispatcher_env_for, follow, machine, parse_setting, time_to};
 use super::{AudienceArgs, default_results_dir, git_commit, load_audience, start_mocks, write_json};
 use crate::audience::{AudienceShape, Layout};
-use crate::local_cluster::{LocalCluster, LocalClusterConfig, delete_namespace};
+use crate::local_cluster::{LocalCluster, delete_namespace};
 use crate::mocks::{ApnsMock, FcmMock};
 use cpu::{Cpu, PeakMemory};
 use driver::{Phase, drive};
@@ -179,16 +179,13 @@ pub async fn run(args: StormArgs) -> Result<StormReport> {
     let mut dispatcher_env = dispatcher_env_for(&apns, &fcm, &work)?;
     dispatcher_env.extend(args.settings.iter().cloned());
     let namespace = format!("bench-storm-{}", std::process::id());
-    let config = LocalClusterConfig {
-        database_url: args.audience.database_url.clone(),
-        amqp_url: args.audience.amqp_url.clone(),
-        namespace: namespace.clone(),
-        harvesters: 1,
-        coordinator_env: args.settings.clone(),
-        harvester_env: args.settings.clone(),
+    let config = super::cluster_config(
+        &args.audience,
+        &args.settings,
         dispatcher_env,
-        log_dir: super::bench_log_dir()?.join(&args.name),
-    };
+        &namespace,
+        super::bench_log_dir()?.join(&args.name),
+    );
     let mut cluster = LocalCluster::start(&config).await?;
     let measured = measure(&cluster, &args, &apns, &fcm, Arc::new(pools)).await;
     cluster.stop();
