@@ -18,7 +18,14 @@ import sys
 
 import yaml
 
-CLARION = ("coordinator", "coordinator-api", "harvester", "dispatcher-ios", "dispatcher-android")
+CLARION = (
+    "coordinator",
+    "coordinator-api",
+    "harvester",
+    "dispatcher-ios",
+    "dispatcher-android",
+    "dispatcher-web",
+)
 
 # A route of each kind (docs/src/operate/kubernetes.md) and the role that
 # serves it; "reads" are served by both roles.
