@@ -172,18 +172,21 @@ async fn every_browser_gets_one_decrypted_message_beside_the_apps_in_either_form
     let declarative = send(
         &cluster,
         json!({"topics": ["news/web"], "title": "Results", "body": "Polls closed",
-               "link": "https://news.example/2", "web": {"declarative": true}}),
+               "link": "https://news.example/2", "web": {"declarative": true},
+               "lane": "bulk"}),
     )
     .await;
     let status = cluster.wait_until_settled(&declarative, WAIT).await;
     assert_eq!(status["delivery"]["web"]["sent"], 10, "{status}");
     for subscription in &subscriptions {
-        let message = mocks
+        let push = mocks
             .web
             .state
             .received_by(&subscription.token)
-            .expect("a second message")
-            .json();
+            .expect("a second message");
+        // The bulk lane goes at `Urgency: low` whatever its priority.
+        assert_eq!(push.header("urgency"), Some("low"));
+        let message = push.json();
         assert_eq!(message["web_push"], 8030, "{message}");
         assert_eq!(message["notification"]["title"], "Results", "{message}");
         assert_eq!(message["notification"]["body"], "Polls closed", "{message}");

@@ -149,6 +149,16 @@ pub struct Notification {
     /// the service worker's JSON (the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub web: Option<WebOptions>,
+    /// The send is in the `bulk` lane (briefings, marketing): set by the
+    /// coordinator's job relay from the lane it releases the job in, never
+    /// read from the API. Web push sends it at `Urgency: low`, so a
+    /// browser on battery may hold it back.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub bulk: bool,
+}
+
+fn is_false(flag: &bool) -> bool {
+    !*flag
 }
 
 fn is_alert(push_type: &PushType) -> bool {
@@ -257,6 +267,7 @@ impl Notification {
             android_channel_id: None,
             localizations: BTreeMap::new(),
             web: None,
+            bulk: false,
         }
     }
 

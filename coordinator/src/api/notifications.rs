@@ -271,6 +271,8 @@ impl SendRequest {
             relevance_score: self.relevance_score,
             android_channel_id: self.android_channel_id,
             web: self.web,
+            // Set by the job relay from the lane it releases the job in.
+            bulk: false,
             localizations: self
                 .localizations
                 .into_iter()

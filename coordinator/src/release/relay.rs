@@ -35,7 +35,7 @@
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use clarion_proto::{Names, Platform, ShardJob, WireVersion};
+use clarion_proto::{Names, Notification, Platform, ShardJob, WireVersion};
 use clarion_runtime::amqp::publisher::{PublishError, Publisher};
 use clarion_runtime::db::DbError;
 use clarion_runtime::{BrokerLink, PgPool};
@@ -351,7 +351,10 @@ impl Round {
                         jobs_planned: job.jobs_planned,
                         shards: job.shards,
                         sent_at: job.sent_at,
-                        notification: job.notification.clone(),
+                        notification: Notification {
+                            bulk: lane == Lane::Bulk,
+                            ..job.notification.clone()
+                        },
                         primary_lsn: Some(primary_lsn.to_owned()),
                     })
                 })

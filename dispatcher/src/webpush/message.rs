@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use clarion_proto::web_push::base64url;
-use clarion_proto::{Priority, TokenBatch, WebSubscription};
+use clarion_proto::{Notification, Priority, TokenBatch, WebSubscription};
 use http::HeaderValue;
 use sha2::{Digest, Sha256};
 
@@ -31,14 +31,10 @@ pub fn prepare(batch: &TokenBatch) -> Result<PreparedWeb, WebPushError> {
     }
     let message = batch.message();
     let notification = &message.notification;
-    let urgency = match notification.priority {
-        Priority::High => "high",
-        Priority::Normal => "normal",
-    };
     Ok(PreparedWeb {
         plaintext: notification.web_payload(message.notification_id),
         ttl: HeaderValue::from(notification.ttl_seconds),
-        urgency: HeaderValue::from_static(urgency),
+        urgency: HeaderValue::from_static(urgency(notification)),
         topic: notification
             .collapse_key
             .as_deref()
@@ -50,6 +46,17 @@ pub fn prepare(batch: &TokenBatch) -> Result<PreparedWeb, WebPushError> {
             .zip(batch.subscriptions.iter().cloned())
             .collect(),
     })
+}
+
+/// The `Urgency` header (RFC 8030 §5.3): `low` for the bulk lane
+/// (briefings, marketing: a browser on battery may hold it back), else the
+/// notification's priority, `high` or `normal`.
+pub fn urgency(notification: &Notification) -> &'static str {
+    match (notification.bulk, notification.priority) {
+        (true, _) => "low",
+        (false, Priority::High) => "high",
+        (false, Priority::Normal) => "normal",
+    }
 }
 
 /// The `Topic` header for a collapse key: the key itself when it is at
@@ -69,6 +76,19 @@ pub fn topic(collapse_key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn urgency_follows_the_priority_and_the_bulk_lane_is_low() {
+        let alert = |priority, bulk| Notification {
+            priority,
+            bulk,
+            ..Notification::alert(vec!["news".into()], "It happened")
+        };
+        assert_eq!(urgency(&alert(Priority::High, false)), "high");
+        assert_eq!(urgency(&alert(Priority::Normal, false)), "normal");
+        assert_eq!(urgency(&alert(Priority::High, true)), "low");
+        assert_eq!(urgency(&alert(Priority::Normal, true)), "low");
+    }
 
     #[test]
     fn a_topic_fits_32_base64url_characters() {
