@@ -117,6 +117,33 @@ mod tests {
         );
     }
 
+    /// A fixture of `examples/web/fixtures/`, whose service worker
+    /// (`examples/web/alert.js`) `examples/web/check.mjs` checks against
+    /// the same files.
+    fn example_fixture(name: &str) -> String {
+        let path = format!("{}/../examples/web/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{path}: {err}"))
+    }
+
+    #[test]
+    fn the_web_example_reads_exactly_what_the_dispatcher_sends() {
+        let n = notification(&example_fixture("notification.json"));
+        let expected: Value = serde_json::from_str(&example_fixture("payload.json")).unwrap();
+        let payload: Value = serde_json::from_slice(&n.web_payload(Uuid::nil())).unwrap();
+        assert_eq!(payload, expected, "examples/web/fixtures/payload.json is stale");
+
+        let declarative = Notification {
+            web: Some(WebOptions { declarative: true }),
+            ..n
+        };
+        let expected: Value = serde_json::from_str(&example_fixture("declarative.json")).unwrap();
+        let payload: Value = serde_json::from_slice(&declarative.web_payload(Uuid::nil())).unwrap();
+        assert_eq!(
+            payload, expected,
+            "examples/web/fixtures/declarative.json is stale"
+        );
+    }
+
     #[test]
     fn the_declarative_form_navigates_to_the_link() {
         let n = notification(
