@@ -37,6 +37,16 @@ impl Platform {
         }
     }
 
+    /// How the platform's name reads to people (the console's rows and
+    /// previews).
+    pub fn label(self) -> &'static str {
+        match self {
+            Platform::Ios => "iOS",
+            Platform::Android => "Android",
+            Platform::Web => "Web",
+        }
+    }
+
     /// The delivery channel that serves this platform: the dispatcher's
     /// folder, an app's table in the apps file (`[apps.<id>.<channel>]`)
     /// and the prefix of its flat keys.

@@ -1,17 +1,18 @@
 // A notification's live progress: status, per-platform counts, the
-// delivery curves (uPlot: accepted by Apple/Google, received on phones,
+// delivery curves (uPlot: accepted by Apple/Google/push services, received on phones,
 // opened) with the 90% and two-minute lines, t50/t90/t99, the provider-
 // and device-side 90in2 verdicts, cleanup, a trace link and Cancel. Polls the status
 // and the curve every second (ETags make an unchanged answer a 304).
 
 import { api, currentSession } from './api.js';
 import { $, confirmDialog, el, formatCount, formatMs, formatTime, formatVerdict, fromTemplate, setText, toast } from './dom.js';
+// How a platform's name reads in the table (written by the coordinator
+// from proto's platforms); any other shows as named.
+import { PLATFORM_LABELS } from './platforms.js';
 
 const POLL_MS = 1000;
 const FINISHED = ['complete', 'failed', 'cancelled'];
 const TWO_MINUTES = 120;
-// How a platform's name reads in the table; any other shows as named.
-const PLATFORM_LABELS = { ios: 'iOS', android: 'Android' };
 
 // How long after the send a finished notification's page keeps polling
 // for the phones' receipts.

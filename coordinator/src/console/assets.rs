@@ -50,6 +50,9 @@ pub async fn asset(path: web::Path<String>) -> Result<HttpResponse, ApiError> {
     } else {
         path.as_str()
     };
+    if wanted == super::platforms::PATH {
+        return Ok(super::platforms::response());
+    }
     let asset = ASSETS
         .iter()
         .find(|asset| asset.path == wanted)

@@ -3,13 +3,15 @@
 //! look back at past ones.
 //!
 //! The page is static (HTML, CSS and a few JavaScript modules in
-//! `coordinator/console/`, embedded in the binary by [`assets`]); it talks
+//! `coordinator/console/`, embedded in the binary by [`assets`], and the
+//! list of platforms written from proto's by [`platforms`]); it talks
 //! to the JSON API with the session cookie of [`session`]. Every console
 //! response carries a strict Content-Security-Policy: scripts, styles and
 //! connections from this origin only, no inline script, no framing
 //! ([`routes`]).
 
 pub mod assets;
+pub mod platforms;
 pub mod routes;
 pub mod session;
 

@@ -85,6 +85,24 @@ async fn the_console_page_and_its_files_are_served_under_a_strict_policy() {
         .expect("sent");
     assert_eq!(script.status(), StatusCode::OK);
     assert_eq!(script.headers()["content-type"], "text/javascript; charset=utf-8");
+    // The platforms module is written from proto's Platform::ALL.
+    let platforms = app
+        .request(Method::GET, "/console/js/platforms.js", None)
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(platforms.status(), StatusCode::OK);
+    assert_eq!(
+        platforms.headers()["content-type"],
+        "text/javascript; charset=utf-8"
+    );
+    let module = platforms.text().await.expect("text");
+    for platform in clarion_proto::Platform::ALL {
+        assert!(
+            module.contains(&format!(r#""{}":"{}""#, platform.as_str(), platform.label())),
+            "{module}"
+        );
+    }
     let chart = app
         .request(Method::GET, "/console/vendor/uPlot.iife.min.js", None)
         .send()

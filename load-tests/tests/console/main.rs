@@ -161,8 +161,14 @@ async fn an_editor_composes_previews_dry_runs_sends_and_watches_it_complete() {
         )
         .await;
     assert_eq!(estimate, "400", "each device counted once");
-    let preview = browser.text("#preview-ios .p-title").await;
-    assert_eq!(preview, XSS_TITLE, "the preview shows the title as text");
+    for phone in ["ios", "android", "web"] {
+        let preview = browser.text(&format!("#preview-{phone} .p-title")).await;
+        assert_eq!(preview, XSS_TITLE, "the {phone} preview shows the title as text");
+    }
+    assert!(
+        browser.text("#payload-size").await.contains("for browsers"),
+        "the web push's size is shown beside Apple's and Google's"
+    );
 
     // A dry run goes through the whole pipeline and reaches no phone.
     browser.click("#dry-run").await;
@@ -241,6 +247,17 @@ async fn an_editor_composes_previews_dry_runs_sends_and_watches_it_complete() {
             .text("#platforms tr[data-platform='ios'] td:nth-of-type(2)")
             .await,
         "200"
+    );
+    // A row per platform of proto, labelled from it: web has none here.
+    for (platform, label) in [("ios", "iOS"), ("android", "Android"), ("web", "Web")] {
+        let row = format!("#platforms tr[data-platform='{platform}']");
+        assert_eq!(browser.text(&format!("{row} th")).await, label);
+    }
+    assert_eq!(
+        browser
+            .text("#platforms tr[data-platform='web'] td:nth-of-type(1)")
+            .await,
+        "0"
     );
     assert_eq!(browser.text("#n-title").await, "Election night: polls close");
     let status = cluster.status(&sent).await;
