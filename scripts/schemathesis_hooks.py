@@ -9,9 +9,11 @@ break the rule and get a 422. In the positive cases only (they assert
 acceptance), this hook makes such a request keep the rule: the token is
 replaced by one of the body's platform derived from it, and `environment`
 is dropped for Android; a web registration gets a real subscription and
-only a web one keeps one. Negative cases are left as generated. The
-coordinator's own tests (coordinator/tests/api/validation.rs) check those
-422s. The same goes for a notification's `send_at` (below).
+only a web one keeps one; a `push_to_start` registration is made iOS with
+an `attributes_type`, and any other drops `attributes_type`. Negative
+cases are left as generated. The coordinator's own tests
+(coordinator/tests/api/validation.rs, push_to_start.rs) check those 422s.
+The same goes for a notification's `send_at` (below).
 """
 
 import datetime
@@ -35,6 +37,13 @@ def token_fits_platform(context, case):
     if not isinstance(token, str):
         return case
     digest = hashlib.sha256(token.encode()).hexdigest()
+    if case.body.get("kind") == "push_to_start":
+        # Push-to-start tokens are iOS only and name their attributes type.
+        case.body["platform"] = "ios"
+        if not isinstance(case.body.get("attributes_type"), str):
+            case.body["attributes_type"] = "MatchAttributes"
+    else:
+        case.body.pop("attributes_type", None)
     platform = case.body.get("platform")
     if platform == "ios" and not APNS_TOKEN.fullmatch(token):
         parameters["token"] = digest

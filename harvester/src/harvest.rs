@@ -26,6 +26,8 @@ use crate::metrics;
 use crate::replica::{self, Replica};
 
 /// One topic: the primary key yields rows already ordered by (shard, token).
+/// Alerts go to `device` tokens only, never to push-to-start ones (the key
+/// includes `kind`, migration V35, so the filter keeps it index-only).
 /// A web row's subscription comes from `web_subscriptions` (a lookup by
 /// its primary key, evaluated for web rows only: the other rows stay an
 /// index-only scan of the harvest key).
@@ -36,6 +38,7 @@ const ONE_TOPIC: &str = "SELECT token, platform, apns_environment, locale,
                                 END
                            FROM registrations
                           WHERE app = $4 AND topic = $1 AND shard >= $2 AND shard < $3
+                            AND kind = 'device'
                           ORDER BY shard, token";
 /// Several topics: sorted by (shard, token) so a device on two topics comes
 /// out twice in a row and is sent once.
@@ -46,6 +49,7 @@ const MANY_TOPICS: &str = "SELECT token, platform, apns_environment, locale,
                                   END
                              FROM registrations
                             WHERE app = $4 AND topic = ANY($1) AND shard >= $2 AND shard < $3
+                              AND kind = 'device'
                             ORDER BY shard, token";
 
 #[derive(Debug, thiserror::Error)]

@@ -539,3 +539,302 @@ fn the_mock_binary_prints_the_sandbox_endpoint_beside_the_production_one() {
         "the sandbox endpoint is printed: {settings:?}"
     );
 }
+
+impl Fixture {
+    /// A channel-management or broadcast request with a valid provider
+    /// token, `channel` in `apns-channel-id`.
+    async fn channel_request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        channel: Option<&str>,
+        headers: &[(&'static str, &str)],
+        body: Option<Value>,
+    ) -> (StatusCode, HeaderMap, Value) {
+        let mut request = self
+            .client
+            .request(method, format!("{}{path}", self.mock.endpoint))
+            .header("authorization", format!("bearer {}", self.jwt));
+        if let Some(channel) = channel {
+            request = request.header("apns-channel-id", channel);
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        if let Some(body) = body {
+            request = request.body(body.to_string());
+        }
+        let response = request.send().await.expect("request");
+        let status = response.status();
+        let headers = response.headers().clone();
+        (status, headers, response.json().await.unwrap_or(Value::Null))
+    }
+
+    fn channels_path(&self) -> String {
+        format!("/1/apps/{}/channels", self.mock.bundle_id)
+    }
+
+    fn broadcast_path(&self) -> String {
+        format!("/4/broadcasts/apps/{}", self.mock.bundle_id)
+    }
+
+    async fn broadcast(&self, channel: &str, body: Value) -> (StatusCode, Value) {
+        let (status, _, answer) = self
+            .channel_request(
+                reqwest::Method::POST,
+                &self.broadcast_path(),
+                Some(channel),
+                &[("apns-push-type", "liveactivity"), ("apns-priority", "10")],
+                Some(body),
+            )
+            .await;
+        (status, answer)
+    }
+}
+
+fn update(event: &str, timestamp: u64, score: &str) -> Value {
+    json!({"aps": {"event": event, "timestamp": timestamp, "content-state": {"score": score}}})
+}
+
+#[tokio::test]
+async fn channels_are_created_read_listed_and_deleted_as_apple_documents() {
+    let f = start().await;
+    let create = json!({"message-storage-policy": 1, "push-type": "LiveActivity"});
+    let (status, headers, _) = f
+        .channel_request(reqwest::Method::POST, &f.channels_path(), None, &[], Some(create))
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(headers.contains_key("apns-request-id"));
+    let channel = headers["apns-channel-id"].to_str().unwrap().to_owned();
+    assert!(!channel.is_empty());
+
+    let (status, _, read) = f
+        .channel_request(
+            reqwest::Method::GET,
+            &f.channels_path(),
+            Some(&channel),
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        read,
+        json!({"message-storage-policy": 1, "push-type": "LiveActivity"})
+    );
+    let (status, _, all) = f
+        .channel_request(
+            reqwest::Method::GET,
+            &format!("/1/apps/{}/all-channels", f.mock.bundle_id),
+            None,
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(all, json!({"channels": [channel]}));
+
+    let (status, _, _) = f
+        .channel_request(
+            reqwest::Method::DELETE,
+            &f.channels_path(),
+            Some(&channel),
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(f.mock.channels.deleted(), std::slice::from_ref(&channel));
+    let (status, _, gone) = f
+        .channel_request(
+            reqwest::Method::GET,
+            &f.channels_path(),
+            Some(&channel),
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, gone),
+        (StatusCode::NOT_FOUND, json!({"reason": "ChannelNotRegistered"}))
+    );
+}
+
+#[tokio::test]
+async fn channel_requests_are_refused_with_apples_reasons() {
+    let f = start().await;
+    let path = f.channels_path();
+    let post = reqwest::Method::POST;
+    let cases: [(Option<Value>, Option<&str>, &str, &str); 5] = [
+        (
+            Some(json!({"message-storage-policy": 2, "push-type": "LiveActivity"})),
+            None,
+            "POST",
+            "BadMessageStoragePolicy",
+        ),
+        (
+            Some(json!({"message-storage-policy": 0, "push-type": "alert"})),
+            None,
+            "POST",
+            "InvalidPushType",
+        ),
+        (None, None, "GET", "MissingChannelId"),
+        (None, Some("not base64!"), "GET", "BadChannelId"),
+        (None, Some("dW5rbm93bg=="), "DELETE", "ChannelNotRegistered"),
+    ];
+    for (body, channel, method, expected) in cases {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let (status, _, answer) = f.channel_request(method, &path, channel, &[], body).await;
+        assert!(status.is_client_error(), "{expected}: {status}");
+        assert_eq!(answer["reason"], expected);
+    }
+    // Another app's bundle, and no provider token.
+    let (status, _, answer) = f
+        .channel_request(post.clone(), "/1/apps/com.other.app/channels", None, &[], None)
+        .await;
+    assert_eq!(
+        (status, answer["reason"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("TopicMismatch"))
+    );
+    let response = f
+        .client
+        .post(format!("{}{path}", f.mock.endpoint))
+        .body(json!({"message-storage-policy": 0, "push-type": "LiveActivity"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    assert!(
+        f.mock.channels.channel_ids().is_empty(),
+        "nothing refused was created"
+    );
+}
+
+#[tokio::test]
+async fn broadcasts_are_checked_and_recorded_per_channel() {
+    let f = start().await;
+    let mut channels = Vec::new();
+    for _ in 0..2 {
+        let (status, headers, _) = f
+            .channel_request(
+                reqwest::Method::POST,
+                &f.channels_path(),
+                None,
+                &[],
+                Some(json!({"message-storage-policy": 0, "push-type": "LiveActivity"})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED);
+        channels.push(headers["apns-channel-id"].to_str().unwrap().to_owned());
+    }
+    assert_eq!(
+        f.broadcast(&channels[0], update("update", 1, "1-0")).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        f.broadcast(&channels[0], update("end", 2, "2-0")).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        f.broadcast(&channels[1], update("update", 1, "0-0")).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        f.mock.channels.updates(&channels[0]),
+        Some(vec![update("update", 1, "1-0"), update("end", 2, "2-0")])
+    );
+    assert_eq!(
+        f.mock.channels.updates(&channels[1]),
+        Some(vec![update("update", 1, "0-0")])
+    );
+
+    // Refusals: each recorded nothing.
+    let too_large = json!({"aps": {"event": "update", "timestamp": 3,
+                                   "content-state": {"text": "x".repeat(5000)}}});
+    assert_eq!(
+        f.broadcast(&channels[1], too_large).await,
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            json!({"reason": "PayloadTooLarge"})
+        )
+    );
+    let no_event = json!({"aps": {"timestamp": 3, "content-state": {}}});
+    assert_eq!(
+        f.broadcast(&channels[1], no_event).await.1["reason"],
+        "PayloadEmpty"
+    );
+    assert_eq!(
+        f.broadcast("dW5rbm93bg==", update("update", 3, "x")).await,
+        (StatusCode::NOT_FOUND, json!({"reason": "ChannelNotRegistered"}))
+    );
+    assert_eq!(
+        f.broadcast("%%", update("update", 3, "x")).await.1["reason"],
+        "BadChannelId"
+    );
+    let (status, _, answer) = f
+        .channel_request(
+            reqwest::Method::POST,
+            &f.broadcast_path(),
+            Some(&channels[1]),
+            &[("apns-push-type", "alert")],
+            Some(update("update", 3, "x")),
+        )
+        .await;
+    assert_eq!(
+        (status, answer["reason"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("InvalidPushType"))
+    );
+    let (_, _, answer) = f
+        .channel_request(
+            reqwest::Method::POST,
+            &f.broadcast_path(),
+            None,
+            &[("apns-push-type", "liveactivity")],
+            Some(update("update", 3, "x")),
+        )
+        .await;
+    assert_eq!(answer["reason"], "MissingChannelId");
+    assert_eq!(f.mock.channels.updates(&channels[1]).map(|u| u.len()), Some(1));
+}
+
+#[tokio::test]
+async fn a_push_to_start_goes_to_the_liveactivity_topic() {
+    let f = start().await;
+    let start = json!({"aps": {"event": "start", "timestamp": 1, "attributes-type": "MatchAttributes",
+                               "attributes": {"home": "A"}, "content-state": {"score": "0-0"},
+                               "input-push-channel": "dW5rbm93bg==",
+                               "alert": {"title": "Kick-off", "body": "A v B"}},
+                       "notification_id": NOTIFICATION_ID})
+    .to_string();
+    let topic = format!("{}.push-type.liveactivity", f.mock.bundle_id);
+    let response = f
+        .push_with(TOKEN, |p| {
+            p.set("apns-push-type", "liveactivity");
+            p.set("apns-topic", &topic);
+            p.body = start.clone();
+        })
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let response = f
+        .push_with(TOKEN, |p| {
+            p.set("apns-push-type", "liveactivity");
+            p.body = start.clone();
+        })
+        .await;
+    assert_eq!(
+        reason(response).await.1["reason"],
+        "BadTopic",
+        "the bare bundle id is no liveactivity topic"
+    );
+    let response = f
+        .push_with(TOKEN, |p| {
+            p.set("apns-push-type", "liveactivity");
+            p.set("apns-topic", &topic);
+        })
+        .await;
+    assert_eq!(
+        reason(response).await.1["reason"],
+        "PayloadEmpty",
+        "an alert body has no event"
+    );
+}

@@ -7,6 +7,7 @@
 //! words: a schema cannot compare with the present.)
 
 use clarion_proto::Platform;
+use clarion_proto::RegistrationKind;
 use clarion_proto::locale::{LOCALE_PATTERN, MAX_LOCALE_BYTES, MAX_LOCALIZATIONS};
 use clarion_proto::payload::{
     BODY_PATTERN, COLLAPSE_KEY_PATTERN, MAX_COLLAPSE_KEY_BYTES, MAX_IMAGE_URL_BYTES,
@@ -17,6 +18,7 @@ use clarion_proto::platform::{
     FCM_TOKEN_MAX_LEN, TOKEN_PATTERN, WEB_TOKEN_MIN_LEN, segments, token_description,
 };
 use clarion_proto::presentation::{MAX_BADGE, MAX_NAME_BYTES, NAME_PATTERN};
+use clarion_proto::registration_kind::{ATTRIBUTES_TYPE_PATTERN, MAX_ATTRIBUTES_TYPE_BYTES};
 use clarion_proto::topic::{MAX_TOPIC_LEN, TOPIC_PATTERN};
 use serde_json::{Value, json};
 
@@ -181,6 +183,33 @@ pub fn state_limits(doc: &mut Value, max_topics_per_device: u32) {
         doc,
         &format!("{register}/environment"),
         json!({"enum": ["production", "sandbox", null]}),
+    );
+    // A push-to-start token (issue 38). That `push_to_start` is iOS only and
+    // needs `attributes_type`, which `device` refuses, ties fields together:
+    // said in words here, kept by scripts/schemathesis_hooks.py in the
+    // positive cases, its 422s tested in coordinator/tests/api/push_to_start.rs.
+    let kinds: Vec<Value> = RegistrationKind::ALL
+        .iter()
+        .map(|kind| json!(kind.as_str()))
+        .chain([Value::Null])
+        .collect();
+    merge(
+        doc,
+        &format!("{register}/kind"),
+        json!({
+            "enum": kinds,
+            "description": "`device` (default: alerts) or, on `ios` only, `push_to_start` \
+                            (Live Activity starts of its `attributes_type`, never an alert)",
+        }),
+    );
+    merge(
+        doc,
+        &format!("{register}/attributes_type"),
+        json!({
+            "pattern": ATTRIBUTES_TYPE_PATTERN,
+            "maxLength": MAX_ATTRIBUTES_TYPE_BYTES,
+            "description": "Required with `kind: push_to_start`, refused otherwise: the ActivityAttributes type",
+        }),
     );
     // A browser's `PushSubscription`: its shape (the key's point and the
     // host rule are checked by the coordinator, 422).

@@ -6,8 +6,8 @@ use actix_web::{HttpResponse, delete, get, put, web};
 use chrono::{DateTime, Utc};
 use clarion_proto::platform::{canonical_token, is_plausible_token, normalize_token, token_prefix};
 use clarion_proto::{
-    ApnsEnvironment, Platform, SubscriptionError, TokenError, WebSubscription, normalize_locale,
-    validate_topic,
+    ApnsEnvironment, Platform, RegistrationKind, SubscriptionError, TokenError, WebSubscription,
+    checked_kind, normalize_locale, validate_topic,
 };
 use serde::{Deserialize, Serialize};
 use tracing::debug;
@@ -58,6 +58,17 @@ pub struct RegistrationRequest {
         "keys": {"p256dh": "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4",
                  "auth": "BTBZMqHH6r4Tts7J_aSIgg"}}))]
     pub subscription: Option<WebSubscription>,
+    /// What the token is for: `device` (default; alerts) or, on iOS,
+    /// `push_to_start` (an `Activity<T>.pushToStartToken`: it gets only the
+    /// Live Activity starts of its `attributes_type`, never an alert).
+    #[serde(default)]
+    #[schema(example = "device")]
+    pub kind: Option<String>,
+    /// `push_to_start` only, and required there: the ActivityAttributes
+    /// type the token starts (`MatchAttributes`).
+    #[serde(default)]
+    #[schema(example = "MatchAttributes")]
+    pub attributes_type: Option<String>,
 }
 
 /// A registration as stored.
@@ -82,6 +93,13 @@ pub struct Registration {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub subscription: Option<WebSubscription>,
+    /// `device` or `push_to_start`.
+    #[schema(value_type = String, example = "device")]
+    pub kind: RegistrationKind,
+    /// A push-to-start token's ActivityAttributes type.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "MatchAttributes")]
+    pub attributes_type: Option<String>,
     /// Sorted topic names.
     pub topics: Vec<String>,
     pub created_at: DateTime<Utc>,
@@ -98,6 +116,8 @@ impl From<StoredRegistration> for Registration {
             locale: stored.locale,
             receipts: stored.receipts,
             subscription: stored.subscription,
+            kind: stored.kind,
+            attributes_type: stored.attributes_type,
             topics: stored.topics,
             created_at: stored.created_at,
             updated_at: stored.updated_at,
@@ -118,7 +138,7 @@ impl From<StoredRegistration> for Registration {
         (status = 403, description = "The key lacks the `register` scope", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Unknown platform, implausible token, bad topics, locale or web subscription (the message names the field)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Unknown platform, implausible token, bad topics, locale, web subscription, kind or attributes type (`push_to_start` is iOS only and needs `attributes_type`; the message names the field)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The database is unavailable or the queue of registration writes is full; retry after `Retry-After` (the write is idempotent)", body = Problem, content_type = "application/problem+json", headers(("Retry-After" = u64))),
     )
 )]
@@ -146,6 +166,8 @@ pub async fn put_registration(
         .map_err(invalid)?;
     let token = normalize_token(platform, &token).map_err(invalid)?;
     let subscription = checked_subscription(platform, body.subscription, &state)?;
+    let (kind, attributes_type) =
+        checked_kind(platform, body.kind.as_deref(), body.attributes_type).map_err(invalid)?;
     let topics = validated_topics(body.topics, state.max_topics_per_device)?;
     let device = Device {
         platform,
@@ -153,6 +175,8 @@ pub async fn put_registration(
         locale,
         receipts: body.receipts.unwrap_or(false),
         subscription,
+        kind,
+        attributes_type,
     };
     let stored = stored(
         state
@@ -382,7 +406,7 @@ fn validated_topics(topics: Vec<String>, max: u32) -> Result<Vec<String>, ApiErr
 /// The registration a replacement or a topic added answers with.
 fn stored(written: Written) -> Result<StoredRegistration, ApiError> {
     match written {
-        Written::Stored(stored) => Ok(stored),
+        Written::Stored(stored) => Ok(*stored),
         Written::Removed(_) => Err(ApiError::Internal(
             "a registration write answered without the registration".into(),
         )),

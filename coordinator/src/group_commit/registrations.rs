@@ -37,8 +37,9 @@ pub enum Change {
 /// What a registration write did.
 #[derive(Debug)]
 pub enum Written {
-    /// The registration as stored after the write.
-    Stored(StoredRegistration),
+    /// The registration as stored after the write (boxed: it is far
+    /// larger than a count).
+    Stored(Box<StoredRegistration>),
     /// Rows removed.
     Removed(u64),
 }
@@ -124,6 +125,8 @@ async fn apply_round(
                     locale: current.locale.clone(),
                     receipts: current.receipts,
                     subscription: current.subscription.clone(),
+                    kind: current.kind,
+                    attributes_type: current.attributes_type.clone(),
                 };
                 rows.push(app, token, topic, &device);
                 stored_devices.push((app, token));
@@ -162,7 +165,7 @@ async fn apply_round(
             let key = (write.app.clone(), write.token.clone());
             Ok(match &write.change {
                 Change::Replace { .. } | Change::AddTopic { .. } => {
-                    Written::Stored(stored.remove(&key).ok_or(StoreError::UnknownToken)?)
+                    Written::Stored(Box::new(stored.remove(&key).ok_or(StoreError::UnknownToken)?))
                 }
                 Change::RemoveTopic { .. } => Written::Removed(u64::from(dropped.contains(&key))),
                 Change::Delete => Written::Removed(forgotten.get(&key).copied().unwrap_or(0)),

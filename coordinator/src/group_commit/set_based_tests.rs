@@ -55,6 +55,8 @@ fn put(n: u8, topics: &[&str]) -> RegistrationWrite {
                 locale: None,
                 receipts: true,
                 subscription: None,
+                kind: clarion_proto::RegistrationKind::Device,
+                attributes_type: None,
             },
             topics: topics.iter().map(|t| (*t).to_owned()).collect(),
         },
@@ -71,7 +73,7 @@ fn write(n: u8, change: Change) -> RegistrationWrite {
 
 fn stored(answer: Result<Written, WriteError>) -> StoredRegistration {
     match answer {
-        Ok(Written::Stored(stored)) => stored,
+        Ok(Written::Stored(stored)) => *stored,
         other => panic!("not a stored registration: {other:?}"),
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use clarion_proto::{ApnsEnvironment, Platform, WebSubscription, shard_of};
+use clarion_proto::{ApnsEnvironment, Platform, RegistrationKind, WebSubscription, shard_of};
 use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
 use tokio_postgres::{GenericClient, Row, Transaction};
@@ -41,6 +41,10 @@ pub struct Device {
     pub receipts: bool,
     /// A web registration's push subscription, checked.
     pub subscription: Option<WebSubscription>,
+    /// What the token is for (issue 38).
+    pub kind: RegistrationKind,
+    /// A push-to-start token's ActivityAttributes type; none otherwise.
+    pub attributes_type: Option<String>,
 }
 
 /// A device and every topic it follows.
@@ -54,6 +58,8 @@ pub struct StoredRegistration {
     pub receipts: bool,
     /// A web registration's push subscription, as stored.
     pub subscription: Option<WebSubscription>,
+    pub kind: RegistrationKind,
+    pub attributes_type: Option<String>,
     /// Sorted.
     pub topics: Vec<String>,
     pub created_at: DateTime<Utc>,
@@ -151,6 +157,8 @@ pub struct RowsToStore {
     environments: Vec<&'static str>,
     locales: Vec<Option<String>>,
     receipts: Vec<bool>,
+    kinds: Vec<&'static str>,
+    attributes_types: Vec<Option<String>>,
 }
 
 impl RowsToStore {
@@ -164,6 +172,8 @@ impl RowsToStore {
         self.environments.push(device.environment.as_str());
         self.locales.push(device.locale.clone());
         self.receipts.push(device.receipts);
+        self.kinds.push(device.kind.as_str());
+        self.attributes_types.push(device.attributes_type.clone());
     }
 
     pub fn is_empty(&self) -> bool {
@@ -191,19 +201,22 @@ pub async fn delete_topics_not_in(tx: &Transaction<'_>, rows: &RowsToStore) -> R
     Ok(())
 }
 
-/// Inserts the rows, refreshing platform, environment, locale, receipts
-/// and `updated_at` of the rows that exist (`created_at` is kept). One
+/// Inserts the rows, refreshing platform, environment, locale, receipts,
+/// kind, attributes type and `updated_at` of the rows that exist (`created_at` is kept). One
 /// statement.
 pub async fn store_rows(tx: &Transaction<'_>, rows: &RowsToStore) -> Result<(), StoreError> {
     tx.execute(
-        "INSERT INTO registrations (app, token, shard, topic, platform, apns_environment, locale, receipts)
+        "INSERT INTO registrations (app, token, shard, topic, platform, apns_environment, locale, receipts,
+                                    kind, attributes_type)
          SELECT * FROM unnest($1::text[], $2::text[], $3::int2[], $4::text[], $5::text[], $6::text[],
-                              $7::text[], $8::bool[])
+                              $7::text[], $8::bool[], $9::text[], $10::text[])
          ON CONFLICT (app, topic, shard, token) DO UPDATE
            SET platform = EXCLUDED.platform,
                apns_environment = EXCLUDED.apns_environment,
                locale = EXCLUDED.locale,
                receipts = EXCLUDED.receipts,
+               kind = EXCLUDED.kind,
+               attributes_type = EXCLUDED.attributes_type,
                updated_at = now()",
         &[
             &rows.apps,
@@ -214,6 +227,8 @@ pub async fn store_rows(tx: &Transaction<'_>, rows: &RowsToStore) -> Result<(), 
             &rows.environments,
             &rows.locales,
             &rows.receipts,
+            &rows.kinds,
+            &rows.attributes_types,
         ],
     )
     .await?;
@@ -276,7 +291,7 @@ pub async fn read_devices(
         .query(
             &format!(
                 "SELECT r.app, r.token, r.topic, r.platform, r.apns_environment, r.locale, r.created_at,
-                        r.updated_at, r.receipts,
+                        r.updated_at, r.receipts, r.kind, r.attributes_type,
                         (SELECT s.subscription FROM web_subscriptions s
                           WHERE s.app = r.app AND s.token = r.token) AS subscription
                    FROM unnest($1::text[], $2::text[]) AS d(app, token)
@@ -305,6 +320,7 @@ fn registration_of(rows: &[Row]) -> Result<StoredRegistration, StoreError> {
     let first = &rows[0];
     let platform = parse_column::<Platform>(first.get("platform"))?;
     let environment = parse_column::<ApnsEnvironment>(first.get("apns_environment"))?;
+    let kind = parse_column::<RegistrationKind>(first.get("kind"))?;
     let subscription = match first.get::<_, Option<serde_json::Value>>("subscription") {
         Some(json) if platform == Platform::Web => Some(
             serde_json::from_value::<WebSubscription>(json)
@@ -328,6 +344,8 @@ fn registration_of(rows: &[Row]) -> Result<StoredRegistration, StoreError> {
         locale: first.get("locale"),
         receipts: rows.iter().any(|row| row.get::<_, bool>("receipts")),
         subscription,
+        kind,
+        attributes_type: first.get("attributes_type"),
         topics: rows.iter().map(|row| row.get("topic")).collect(),
         created_at: created_at.unwrap_or_default(),
         updated_at: updated_at.unwrap_or_default(),

@@ -14,6 +14,7 @@ mod methods;
 mod migrations;
 mod openapi_doc;
 mod posture;
+mod push_to_start;
 mod receipts;
 mod registrations;
 mod reports;

@@ -40,8 +40,9 @@ async fn replicas_starting_together_migrate_once() {
 }
 
 /// The harvest reads everything from the primary key (an index-only scan,
-/// no heap visit) once V16 added `app` and `locale`; rows written without
-/// an app (as every row before V16 was) are app `default`.
+/// no heap visit) once V16 added `app` and `locale`, its filter on `kind`
+/// (V35) included; rows written without an app (as every row before V16
+/// was) are app `default`.
 #[actix_web::test]
 async fn the_harvest_stays_an_index_only_scan_and_rows_without_an_app_are_app_default() {
     let db = TestDatabase::create().await;
@@ -74,6 +75,7 @@ async fn the_harvest_stays_an_index_only_scan_and_rows_without_an_app_are_app_de
         .query_one(
             "EXPLAIN (FORMAT JSON) SELECT token, platform, apns_environment, locale FROM registrations
               WHERE app = 'default' AND topic = 'breaking/uk' AND shard >= 0 AND shard < 64
+                AND kind = 'device'
               ORDER BY shard, token",
             &[],
         )

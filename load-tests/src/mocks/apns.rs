@@ -16,6 +16,9 @@
 //! with 400 `MissingNotificationId` (a reason of the mock's, not Apple's).
 //! With receipts on ([`ApnsMockConfig::receipts`]) the phones behind it
 //! report the pushes it accepted (see [`super::phones`]).
+//!
+//! The same listener serves Live Activity channels and broadcasts
+//! ([`super::apns_channels`]), behind the same provider-token checks.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -32,6 +35,7 @@ use rcgen::KeyPair;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::apns_channels::BroadcastChannels;
 use super::control::{self, MockState, Received};
 use super::faults::{Verdict, impostor_page};
 use super::phones::ReceiptsConfig;
@@ -92,6 +96,8 @@ pub struct ApnsMock {
     pub team_id: String,
     pub bundle_id: String,
     pub state: Arc<MockState>,
+    /// Live Activity channels and the broadcasts each received.
+    pub channels: Arc<BroadcastChannels>,
     _push: Listener,
     _control: Listener,
 }
@@ -109,7 +115,9 @@ impl ApnsMock {
         let (state, control) = control::start(config.control_addr, config.receipts)
             .await
             .context("binding the mock's control API")?;
+        let channels = Arc::new(BroadcastChannels::default());
         let apns = Arc::new(Apns {
+            channels: channels.clone(),
             state: state.clone(),
             decoding_key: DecodingKey::from_ec_pem(key.public_key_pem().as_bytes())
                 .context("loading the provider public key")?,
@@ -138,6 +146,7 @@ impl ApnsMock {
             team_id: config.team_id,
             bundle_id: config.bundle_id,
             state,
+            channels,
             _push: push,
             _control: control,
         })
@@ -171,6 +180,7 @@ struct Payload<'a> {
 #[derive(Deserialize)]
 struct Aps {
     alert: Option<serde::de::IgnoredAny>,
+    event: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -229,6 +239,7 @@ struct ConnectionAuth {
 
 struct Apns {
     state: Arc<MockState>,
+    channels: Arc<BroadcastChannels>,
     decoding_key: DecodingKey,
     key_id: String,
     team_id: String,
@@ -255,6 +266,9 @@ fn refuse(status: u16, reason: &'static str) -> Refusal {
 
 impl Apns {
     async fn handle(&self, request: Request<Bytes>, connection: ConnectionId) -> Response<Bytes> {
+        if BroadcastChannels::serves(request.uri().path()) {
+            return self.handle_channels(request, connection);
+        }
         let started = Instant::now();
         let apns_id = request
             .headers()
@@ -302,6 +316,44 @@ impl Apns {
         response.unwrap_or_else(|_| Response::new(Bytes::new()))
     }
 
+    /// A channel-management or broadcast request: the provider token
+    /// checked as for a push, then [`BroadcastChannels`] answers.
+    fn handle_channels(&self, request: Request<Bytes>, connection: ConnectionId) -> Response<Bytes> {
+        let (parts, body) = request.into_parts();
+        let request_id = parts
+            .headers
+            .get("apns-request-id")
+            .and_then(|v| v.to_str().ok())
+            .filter(|id| uuid::Uuid::parse_str(id).is_ok())
+            .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
+        let answer = ApnsHeaders::read(&parts.headers)
+            .and_then(|headers| self.authenticate(headers.get("authorization"), connection));
+        let builder = Response::builder().header("apns-request-id", request_id);
+        let response = match answer {
+            Err(refusal) => builder
+                .status(refusal.status)
+                .header("content-type", "application/json")
+                .body(Bytes::from(json!({"reason": refusal.reason}).to_string())),
+            Ok(()) => {
+                let answer = self.channels.handle(
+                    &parts.method,
+                    parts.uri.path(),
+                    &parts.headers,
+                    &body,
+                    &self.bundle_id,
+                );
+                answer
+                    .headers
+                    .into_iter()
+                    .fold(builder.status(answer.status), |builder, (name, value)| {
+                        builder.header(name, value)
+                    })
+                    .body(answer.body)
+            }
+        };
+        response.unwrap_or_else(|_| Response::new(Bytes::new()))
+    }
+
     /// The push's notification id when it is accepted.
     fn check(
         &self,
@@ -322,21 +374,30 @@ impl Apns {
         let headers = ApnsHeaders::read(&parts.headers)?;
         self.authenticate(headers.get("authorization"), connection)?;
 
-        match headers.get("apns-topic") {
-            None => return Err(refuse(400, "MissingTopic")),
-            Some(topic) if topic != self.bundle_id => return Err(refuse(400, "DeviceTokenNotForTopic")),
-            Some(_) => {}
-        }
         // Apple treats a push without the header as an alert (iOS).
         let push_type = match parts.headers.contains_key("apns-push-type") {
             true => headers.get("apns-push-type").unwrap_or_default(),
             false => "alert",
         };
-        if !matches!(push_type, "alert" | "background") {
+        if !matches!(push_type, "alert" | "background" | "liveactivity") {
             return Err(refuse(400, "InvalidPushType"));
         }
+        let live_activity = push_type == "liveactivity";
+        match headers.get("apns-topic") {
+            None => return Err(refuse(400, "MissingTopic")),
+            Some(topic) => {
+                let for_app = match topic.strip_suffix(".push-type.liveactivity") {
+                    Some(bundle) if live_activity => bundle,
+                    _ if live_activity => return Err(refuse(400, "BadTopic")),
+                    _ => topic,
+                };
+                if for_app != self.bundle_id {
+                    return Err(refuse(400, "DeviceTokenNotForTopic"));
+                }
+            }
+        }
         match headers.get("apns-priority") {
-            None | Some("10") if push_type == "alert" => {}
+            None | Some("10") if push_type != "background" => {}
             None | Some("5") => {}
             Some(_) => return Err(refuse(400, "BadPriority")),
         }
@@ -361,7 +422,8 @@ impl Apns {
         }
         let payload: Payload = serde_json::from_slice(&body).map_err(|_| refuse(400, "PayloadEmpty"))?;
         match payload.aps {
-            Some(aps) if push_type != "alert" || aps.alert.is_some() => {}
+            Some(aps) if live_activity && aps.event.is_some() => {}
+            Some(aps) if !live_activity && (push_type == "background" || aps.alert.is_some()) => {}
             _ => return Err(refuse(400, "PayloadEmpty")),
         }
 

@@ -11,6 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub mod accounting;
 pub mod apns;
+pub mod apns_channels;
 pub mod control;
 pub mod faults;
 pub mod fcm;
