@@ -157,6 +157,29 @@ impl RabbitCluster {
         self.restart(index).await
     }
 
+    /// Cuts node `index` off from its peers (a network partition without a
+    /// packet filter): it refuses Erlang distribution to and from every
+    /// node but itself (`net_kernel:allow`) and drops its links, so both
+    /// sides see the other down; `pause_minority` pauses it (it closes its
+    /// clients' connections) while the other two carry on. It stays cut
+    /// off until [`RabbitCluster::restart`] (which heals it).
+    pub async fn isolate(&mut self, index: usize) -> Result<()> {
+        let name = self.nodes[index].name.clone();
+        self.cli
+            .ctl(
+                &name,
+                &[
+                    "eval",
+                    "Peers = nodes(), ok = net_kernel:allow([node()]), \
+                     [erlang:disconnect_node(Peer) || Peer <- Peers], ok.",
+                ],
+                CTL_PATIENCE,
+            )
+            .await?;
+        self.down[index] = true;
+        Ok(())
+    }
+
     /// The queues of the default virtual host, as a running node sees them.
     pub async fn queues(&self) -> Result<Vec<QueueRow>> {
         let mut last = None;
