@@ -4,10 +4,12 @@
 //! database and AMQP namespace (or on throw-away TLS servers,
 //! `tls_servers`); a three-node RabbitMQ cluster for node loss
 //! (`rabbit_cluster`); a PostgreSQL primary with a streaming standby
-//! (`pg_standby`); and an OTLP receiver for trace tests.
+//! (`pg_standby`) that can take over as a synchronous standby
+//! (`pg_failover`); and an OTLP receiver for trace tests.
 
 mod cluster;
 pub mod otlp;
+pub mod pg_failover;
 mod pg_server;
 pub mod pg_standby;
 pub mod rabbit_cluster;

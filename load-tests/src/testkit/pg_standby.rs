@@ -4,7 +4,9 @@
 //! (hot standby, `hot_standby_feedback = on`); both stopped (`-m
 //! immediate`) and removed when dropped. The log sequence numbers the
 //! replica-read rule works with: the primary's current WAL position, and
-//! a bounded wait until the standby has replayed a position.
+//! a bounded wait until the standby has replayed a position. Failover
+//! (a synchronous standby, promotion, the old primary fenced) is in
+//! [`super::pg_failover`].
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -16,14 +18,14 @@ use super::pg_server::{append, hand_over, postgres_bin_dir, run_as, server_user}
 use super::scratch::{log_tail, scratch_dir, steady_port};
 
 /// The servers' superuser (trust authentication on loopback).
-const SUPERUSER: &str = "postgres";
+pub(super) const SUPERUSER: &str = "postgres";
 
 pub struct PgStandbyPair {
     pub primary_port: u16,
     pub standby_port: u16,
     bin: PathBuf,
-    run_as: Option<String>,
-    dir: PathBuf,
+    pub(super) run_as: Option<String>,
+    pub(super) dir: PathBuf,
 }
 
 impl PgStandbyPair {
@@ -158,7 +160,7 @@ impl PgStandbyPair {
     }
 
     /// `pg_ctl -D <name> <action>`, waiting at most a minute.
-    fn pg_ctl(&self, name: &str, action: &str) -> Result<()> {
+    pub(super) fn pg_ctl(&self, name: &str, action: &str) -> Result<()> {
         let log = self.dir.join(format!("{name}.log"));
         let log_arg = log.display().to_string();
         let data = self.data(name);
@@ -185,7 +187,7 @@ impl Drop for PgStandbyPair {
 }
 
 /// A session on `url`, its connection driven in the background.
-async fn connect(url: &str) -> Result<tokio_postgres::Client> {
+pub(super) async fn connect(url: &str) -> Result<tokio_postgres::Client> {
     let (client, connection) =
         tokio::time::timeout(Duration::from_secs(10), tokio_postgres::connect(url, NoTls))
             .await

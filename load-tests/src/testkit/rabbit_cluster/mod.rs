@@ -127,6 +127,59 @@ impl RabbitCluster {
         Ok(())
     }
 
+    /// A rolling restart's step for node `index`: waits until stopping it
+    /// leaves every quorum queue a majority (its members elsewhere have
+    /// caught up: `rabbitmq-diagnostics check_if_node_is_quorum_critical`),
+    /// stops it cleanly (`rabbitmqctl stop`), starts it again and waits
+    /// until it runs.
+    pub async fn restart_gracefully(&mut self, index: usize) -> Result<()> {
+        let name = self.nodes[index].name.clone();
+        let deadline = Instant::now() + BOOT_PATIENCE;
+        loop {
+            let check = self
+                .cli
+                .run(
+                    "rabbitmq-diagnostics",
+                    &["-n", &name, "check_if_node_is_quorum_critical"],
+                    CTL_PATIENCE,
+                )
+                .await;
+            match check {
+                Ok(_) => break,
+                Err(err) if Instant::now() > deadline => {
+                    return Err(err.context(format!("{name} stayed quorum-critical")));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+        self.down[index] = true;
+        self.cli.ctl(&name, &["stop"], CTL_PATIENCE).await?;
+        self.restart(index).await
+    }
+
+    /// Cuts node `index` off from its peers (a network partition without a
+    /// packet filter): it refuses Erlang distribution to and from every
+    /// node but itself (`net_kernel:allow`) and drops its links, so both
+    /// sides see the other down; `pause_minority` pauses it (it closes its
+    /// clients' connections) while the other two carry on. It stays cut
+    /// off until [`RabbitCluster::restart`] (which heals it).
+    pub async fn isolate(&mut self, index: usize) -> Result<()> {
+        let name = self.nodes[index].name.clone();
+        self.cli
+            .ctl(
+                &name,
+                &[
+                    "eval",
+                    "Peers = nodes(), ok = net_kernel:allow([node()]), \
+                     [erlang:disconnect_node(Peer) || Peer <- Peers], ok.",
+                ],
+                CTL_PATIENCE,
+            )
+            .await?;
+        self.down[index] = true;
+        Ok(())
+    }
+
     /// The queues of the default virtual host, as a running node sees them.
     pub async fn queues(&self) -> Result<Vec<QueueRow>> {
         let mut last = None;
