@@ -9,7 +9,7 @@
 //! with [`WriteError::Batch`] (503: nothing of it may be relied on).
 //!
 //! A worker keeps its connection from one batch to the next while writes
-//! keep coming ([`Held`]), with the statements it prepared on it: no pool
+//! keep coming (`Held`), with the statements it prepared on it: no pool
 //! check-out (and its health check) and no statement prepared anew per
 //! batch. It gives the connection back to the pool after
 //! [`IDLE_RELEASE`] without a batch, and after any batch that failed (a

@@ -45,15 +45,6 @@ impl StatementCache {
             by_sql.insert(sql.to_owned(), statement.clone());
         }
     }
-
-    /// How many statements are kept.
-    pub fn len(&self) -> usize {
-        self.by_sql.lock().map_or(0, |by_sql| by_sql.len())
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// A transaction with its connection's statements: what a group commit's

@@ -2,7 +2,7 @@
 //! statement given as text — so one writer serves a plain client or
 //! transaction (each statement prepared anew) and a group commit's batch
 //! (each statement prepared once per connection and reused:
-//! [`crate::group_commit::statements`]).
+//! [`super::prepared`]).
 
 use std::future::Future;
 
