@@ -11,7 +11,6 @@
 //! order.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::pin::pin;
 use std::sync::Mutex;
 use std::task::Poll;
@@ -78,39 +77,27 @@ impl<'a> Prepared<'a> {
 }
 
 impl Sql for Prepared<'_> {
-    fn query(
-        &self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> impl Future<Output = Result<Vec<Row>, Error>> + Send {
-        async move {
-            let turn = self.sending.lock().await;
-            let statement = self.statement(sql).await?;
-            // tokio-postgres sends a request when its future is first
-            // polled: once polled, the next statement may go.
-            let mut query = pin!(self.tx.query(&statement, params));
-            if let Poll::Ready(done) = futures::poll!(query.as_mut()) {
-                return done;
-            }
-            drop(turn);
-            query.await
+    async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, Error> {
+        let turn = self.sending.lock().await;
+        let statement = self.statement(sql).await?;
+        // tokio-postgres sends a request when its future is first
+        // polled: once polled, the next statement may go.
+        let mut query = pin!(self.tx.query(&statement, params));
+        if let Poll::Ready(done) = futures::poll!(query.as_mut()) {
+            return done;
         }
+        drop(turn);
+        query.await
     }
 
-    fn execute(
-        &self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> impl Future<Output = Result<u64, Error>> + Send {
-        async move {
-            let turn = self.sending.lock().await;
-            let statement = self.statement(sql).await?;
-            let mut execute = pin!(self.tx.execute(&statement, params));
-            if let Poll::Ready(done) = futures::poll!(execute.as_mut()) {
-                return done;
-            }
-            drop(turn);
-            execute.await
+    async fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, Error> {
+        let turn = self.sending.lock().await;
+        let statement = self.statement(sql).await?;
+        let mut execute = pin!(self.tx.execute(&statement, params));
+        if let Poll::Ready(done) = futures::poll!(execute.as_mut()) {
+            return done;
         }
+        drop(turn);
+        execute.await
     }
 }

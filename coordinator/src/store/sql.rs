@@ -27,19 +27,11 @@ pub trait Sql: Sync {
 }
 
 impl<C: GenericClient + Sync> Sql for C {
-    fn query(
-        &self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> impl Future<Output = Result<Vec<Row>, Error>> + Send {
-        async move { GenericClient::query(self, sql, params).await }
+    async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, Error> {
+        GenericClient::query(self, sql, params).await
     }
 
-    fn execute(
-        &self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> impl Future<Output = Result<u64, Error>> + Send {
-        async move { GenericClient::execute(self, sql, params).await }
+    async fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, Error> {
+        GenericClient::execute(self, sql, params).await
     }
 }
