@@ -123,10 +123,11 @@ mod tests {
     use clarion_runtime::testing::TestDatabase;
     use clarion_runtime::{PgPool, TlsSettings, Trust, db};
     use futures::future::join_all;
-    use tokio_postgres::Transaction;
 
     use super::{BatchContext, BatchWrite, Bounds, GroupCommit, WriteError};
     use crate::store::StoreError;
+    use crate::store::prepared::Prepared;
+    use crate::store::sql::Sql;
 
     /// Appends a row; `value < 0` breaks the table's CHECK (a refusal).
     struct Append {
@@ -149,7 +150,7 @@ mod tests {
 
         async fn apply_round(
             writes: &[&Self],
-            tx: &Transaction<'_>,
+            tx: &Prepared<'_>,
             _batch: BatchContext,
         ) -> Result<Vec<i64>, StoreError> {
             let keys: Vec<i64> = writes.iter().map(|write| i64::from(write.key)).collect();

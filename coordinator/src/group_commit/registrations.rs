@@ -9,9 +9,9 @@ use std::collections::{HashMap, HashSet};
 
 use crate::store::StoreError;
 use crate::store::registrations::{self as store, Device, DeviceKey, RowsToStore, StoredRegistration};
-use tokio_postgres::Transaction;
 
 use super::write::{BatchContext, BatchWrite};
+use crate::store::prepared::Prepared;
 
 /// One registration write.
 #[derive(Debug, Clone)]
@@ -63,7 +63,7 @@ impl BatchWrite for RegistrationWrite {
 
     async fn apply_round(
         writes: &[&Self],
-        tx: &Transaction<'_>,
+        tx: &Prepared<'_>,
         _batch: BatchContext,
     ) -> Result<Vec<Written>, StoreError> {
         apply_round(writes, tx).await
@@ -76,22 +76,30 @@ impl BatchWrite for RegistrationWrite {
 /// devices forgotten; the topics dropped; the topics no longer in a
 /// replaced set; the rows inserted or refreshed; the stored devices read
 /// back. A statement for a kind of write the round lacks is not sent
-/// (a round of `PUT`s: four).
-async fn apply_round(
-    writes: &[&RegistrationWrite],
-    tx: &Transaction<'_>,
-) -> Result<Vec<Written>, StoreError> {
+/// (a round of `PUT`s: five, with the web subscriptions forgotten).
+///
+/// The statements are sent together (pipelined), in that order, which
+/// PostgreSQL keeps: one wait for all of them, except the read of the
+/// devices gaining a topic, which the others wait for. A statement that
+/// fails fails the round (the others then fail with it, the transaction
+/// being aborted).
+async fn apply_round(writes: &[&RegistrationWrite], tx: &Prepared<'_>) -> Result<Vec<Written>, StoreError> {
     let devices: Vec<DeviceKey<'_>> = writes.iter().map(|write| device_of(write)).collect();
-    store::lock_devices(tx, &devices).await?;
     let gaining: Vec<DeviceKey<'_>> = writes
         .iter()
         .filter(|write| matches!(write.change, Change::AddTopic { .. }))
         .map(|write| device_of(write))
         .collect();
+    let mut locked = false;
     let current = if gaining.is_empty() {
         HashMap::new()
     } else {
-        store::read_devices(tx, &gaining).await?
+        locked = true;
+        let (_, current) = futures::try_join!(
+            store::lock_devices(tx, &devices),
+            store::read_devices(tx, &gaining)
+        )?;
+        current
     };
     let mut replaced = RowsToStore::default();
     let mut rows = RowsToStore::default();
@@ -135,30 +143,50 @@ async fn apply_round(
             Change::Delete => forgotten.push((app, token)),
         }
     }
-    let forgotten = if forgotten.is_empty() {
-        HashMap::new()
-    } else {
-        store::delete_devices(tx, &forgotten).await?
-    };
-    let dropped = if dropped.is_empty() {
-        HashSet::new()
-    } else {
-        store::remove_topics(tx, &dropped).await?
-    };
-    if !replaced.is_empty() {
-        store::delete_topics_not_in(tx, &replaced).await?;
-    }
-    if !rows.is_empty() {
-        store::store_rows(tx, &rows).await?;
-    }
-    if !subscriptions.is_empty() {
-        store::store_subscriptions(tx, &subscriptions).await?;
-    }
-    let mut stored = if stored_devices.is_empty() {
-        HashMap::new()
-    } else {
-        store::read_devices(tx, &stored_devices).await?
-    };
+    let (_, forgotten, dropped, _, _, _, mut stored) = futures::try_join!(
+        async {
+            match locked {
+                true => Ok(()),
+                false => store::lock_devices(tx, &devices).await,
+            }
+        },
+        async {
+            match forgotten.is_empty() {
+                true => Ok(HashMap::new()),
+                false => store::delete_devices(tx, &forgotten).await,
+            }
+        },
+        async {
+            match dropped.is_empty() {
+                true => Ok(HashSet::new()),
+                false => store::remove_topics(tx, &dropped).await,
+            }
+        },
+        async {
+            match replaced.is_empty() {
+                true => Ok(()),
+                false => store::delete_topics_not_in(tx, &replaced).await,
+            }
+        },
+        async {
+            match rows.is_empty() {
+                true => Ok(()),
+                false => store::store_rows(tx, &rows).await,
+            }
+        },
+        async {
+            match subscriptions.is_empty() {
+                true => Ok(()),
+                false => store::store_subscriptions(tx, &subscriptions).await,
+            }
+        },
+        async {
+            match stored_devices.is_empty() {
+                true => Ok(HashMap::new()),
+                false => store::read_devices(tx, &stored_devices).await,
+            }
+        },
+    )?;
     writes
         .iter()
         .map(|write| {

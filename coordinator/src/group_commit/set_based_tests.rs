@@ -18,6 +18,7 @@ use super::{Bounds, GroupCommit, WriteError};
 use crate::receipts::body::{Event, Receipt};
 use crate::receipts::record::{Outcome, Request, record};
 use crate::store::StoreError;
+use crate::store::prepared::{Prepared, StatementCache};
 use crate::store::registrations::{Device, StoredRegistration};
 
 async fn migrated() -> (TestDatabase, PgPool) {
@@ -260,7 +261,9 @@ async fn recorded(pool: &PgPool, batches: &[&[Vec<Receipt>]]) -> Vec<Outcome> {
                 slot: 0,
             })
             .collect();
-        outcomes.extend(record(&tx, &requests).await.expect("recorded"));
+        let statements = StatementCache::default();
+        let prepared = Prepared::new(&tx, &statements);
+        outcomes.extend(record(&prepared, &requests).await.expect("recorded"));
         tx.commit().await.unwrap();
     }
     outcomes

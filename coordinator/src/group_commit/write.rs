@@ -6,9 +6,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
-use tokio_postgres::Transaction;
 
 use crate::store::StoreError;
+use crate::store::prepared::Prepared;
 
 /// One kind of write the group commit batches.
 pub trait BatchWrite: Send + Sync + 'static {
@@ -28,7 +28,8 @@ pub trait BatchWrite: Send + Sync + 'static {
 
     fn order_key(&self) -> Self::Key;
 
-    /// Applies one round of writes inside `tx` (at most one write per key,
+    /// Applies one round of writes inside the batch's transaction, through
+    /// its connection's prepared statements (at most one write per key,
     /// sorted by key) and returns one output per write, in order; commits
     /// nothing. A kind applies a round with a fixed number of statements
     /// (set-based, over arrays), not a few per write. An error fails the
@@ -36,7 +37,7 @@ pub trait BatchWrite: Send + Sync + 'static {
     /// alone (a round of one) in its own savepoint.
     fn apply_round(
         writes: &[&Self],
-        tx: &Transaction<'_>,
+        tx: &Prepared<'_>,
         batch: BatchContext,
     ) -> impl Future<Output = Result<Vec<Self::Output>, StoreError>> + Send;
 }

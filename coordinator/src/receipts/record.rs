@@ -6,13 +6,13 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Duration, Utc};
-use tokio_postgres::Transaction;
 use uuid::Uuid;
 
 use super::bins::{TWO_MINUTES_MS, bin_of};
 use super::body::{Event, Receipt};
 use super::store::{self, Increments, Target};
 use crate::store::StoreError;
+use crate::store::prepared::Prepared;
 
 /// Counter rows per notification: concurrent requests for one notification
 /// spread their counter updates over this many rows (one lock each).
@@ -99,7 +99,7 @@ struct Claim {
 /// after the other in arrival order: the first receipt of a device and
 /// event counts, a second one (in the same request or a later one) is a
 /// duplicate. Commits nothing: the caller commits `tx`.
-pub async fn record(tx: &Transaction<'_>, requests: &[Request<'_>]) -> Result<Vec<Outcome>, StoreError> {
+pub async fn record(tx: &Prepared<'_>, requests: &[Request<'_>]) -> Result<Vec<Outcome>, StoreError> {
     let ids: BTreeSet<Uuid> = requests
         .iter()
         .flat_map(|request| request.receipts.iter().map(|r| r.notification_id))
@@ -189,16 +189,21 @@ pub async fn record(tx: &Transaction<'_>, requests: &[Request<'_>]) -> Result<Ve
 
     let received_rows = claimed(&rows);
     let opened_rows = claimed(&opens);
-    let new_received = if received_rows.is_empty() {
-        HashMap::new()
-    } else {
-        store::insert_received(tx, &received_rows).await?
-    };
-    let new_opened = if opened_rows.is_empty() {
-        HashMap::new()
-    } else {
-        store::mark_opened(tx, &opened_rows).await?
-    };
+    // Sent together, in this order: the opens find the rows just inserted.
+    let (new_received, new_opened) = futures::try_join!(
+        async {
+            match received_rows.is_empty() {
+                true => Ok(HashMap::new()),
+                false => store::insert_received(tx, &received_rows).await,
+            }
+        },
+        async {
+            match opened_rows.is_empty() {
+                true => Ok(HashMap::new()),
+                false => store::mark_opened(tx, &opened_rows).await,
+            }
+        },
+    )?;
 
     let mut outcomes: Vec<Outcome> = requests.iter().map(|_| Outcome::default()).collect();
     for (index, judged) in verdicts.iter().enumerate() {

@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use super::body::Event;
 use crate::store::StoreError;
+use crate::store::sql::Sql;
 
 /// A notification receipts may be recorded for.
 #[derive(Debug, Clone)]
@@ -35,7 +36,7 @@ const SENT_FOR_REAL: &str = "NOT coalesce((n.payload->>'dry_run')::boolean, fals
 /// removes the details of notifications idle since before it, so a receipt
 /// never writes a row hygiene has already passed over).
 pub async fn targets(
-    client: &impl GenericClient,
+    client: &impl Sql,
     ids: &[Uuid],
     cutoff: Option<DateTime<Utc>>,
 ) -> Result<HashMap<Uuid, Target>, StoreError> {
@@ -73,7 +74,7 @@ pub async fn targets(
 /// statistics think report receipts (a plan that trusted stale statistics
 /// once scanned every registration of the app for each request).
 pub async fn reporting_pairs(
-    client: &impl GenericClient,
+    client: &impl Sql,
     pairs: &[(&Target, &str)],
 ) -> Result<HashSet<(Uuid, String)>, StoreError> {
     let mut ids = Vec::new();
@@ -114,7 +115,7 @@ pub type ReceiptKey = (Uuid, String);
 /// (notification, token), each once (concurrent writers then lock in the
 /// same order). One statement.
 pub async fn insert_received(
-    client: &impl GenericClient,
+    client: &impl Sql,
     rows: &[(Uuid, &str, DateTime<Utc>)],
 ) -> Result<HashMap<ReceiptKey, DateTime<Utc>>, StoreError> {
     receipt_times(
@@ -132,7 +133,7 @@ pub async fn insert_received(
 /// set. The rows exist (inserted first); `rows` sorted, each once. One
 /// statement.
 pub async fn mark_opened(
-    client: &impl GenericClient,
+    client: &impl Sql,
     rows: &[(Uuid, &str, DateTime<Utc>)],
 ) -> Result<HashMap<ReceiptKey, DateTime<Utc>>, StoreError> {
     receipt_times(
@@ -149,7 +150,7 @@ pub async fn mark_opened(
 /// Runs `sql` over `rows` as three arrays (notifications $1, tokens $2,
 /// times $3); returns the `(notification, token) → time` rows it gives back.
 async fn receipt_times(
-    client: &impl GenericClient,
+    client: &impl Sql,
     sql: &str,
     rows: &[(Uuid, &str, DateTime<Utc>)],
 ) -> Result<HashMap<ReceiptKey, DateTime<Utc>>, StoreError> {
@@ -177,7 +178,7 @@ pub struct Increments {
 /// histogram: two statements (sent together) for the whole batch.
 /// `increments` sorted by key (one lock order).
 pub async fn add_aggregates(
-    client: &impl GenericClient,
+    client: &impl Sql,
     increments: &BTreeMap<(Uuid, i16), Increments>,
 ) -> Result<(), StoreError> {
     let counted: Vec<(&(Uuid, i16), &Increments)> = increments

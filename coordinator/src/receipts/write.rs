@@ -4,13 +4,13 @@
 //! batches in flight never wait on one counter row.
 
 use chrono::{DateTime, Utc};
-use tokio_postgres::Transaction;
 
 use super::body::Receipt;
 use super::record::{Outcome, Request, SLOTS, record};
 use crate::auth::Caller;
 use crate::group_commit::{BatchContext, BatchWrite};
 use crate::store::StoreError;
+use crate::store::prepared::Prepared;
 
 /// The receipts of one request, with what they are judged by.
 pub struct ReceiptWrite {
@@ -45,7 +45,7 @@ impl BatchWrite for ReceiptWrite {
 
     async fn apply_round(
         writes: &[&Self],
-        tx: &Transaction<'_>,
+        tx: &Prepared<'_>,
         batch: BatchContext,
     ) -> Result<Vec<Outcome>, StoreError> {
         let checks: Vec<_> = writes

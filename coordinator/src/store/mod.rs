@@ -11,8 +11,10 @@ pub mod lanes;
 pub mod notification_list;
 pub mod notifications;
 pub mod outbox;
+pub mod prepared;
 pub mod registrations;
 pub mod scheduled;
+pub mod sql;
 pub mod topics;
 
 use clarion_runtime::db::DbError;

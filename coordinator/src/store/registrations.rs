@@ -8,9 +8,11 @@ use chrono::{DateTime, Utc};
 use clarion_proto::{ApnsEnvironment, Platform, RegistrationKind, WebSubscription, shard_of};
 use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
-use tokio_postgres::{GenericClient, Row, Transaction};
+use tokio_postgres::Row;
 
 use super::StoreError;
+use super::prepared::Prepared;
+use super::sql::Sql;
 
 /// First key of the advisory lock that serialises writes to one token, so two
 /// concurrent re-registrations cannot interleave into a union of topic sets.
@@ -83,7 +85,7 @@ pub type DeviceKey<'a> = (&'a str, &'a str);
 /// the order given (the batch's sorted order, so concurrent batches lock
 /// in one order and two concurrent re-registrations of one token cannot
 /// interleave into a union of topic sets). One statement.
-pub async fn lock_devices(tx: &Transaction<'_>, devices: &[DeviceKey<'_>]) -> Result<(), StoreError> {
+pub async fn lock_devices(tx: &impl Sql, devices: &[DeviceKey<'_>]) -> Result<(), StoreError> {
     let (apps, tokens): (Vec<&str>, Vec<&str>) = devices.iter().copied().unzip();
     // The aggregate takes the subquery's rows in their order (a sorted
     // subquery is not flattened), so the locks are taken in that order.
@@ -100,7 +102,7 @@ pub async fn lock_devices(tx: &Transaction<'_>, devices: &[DeviceKey<'_>]) -> Re
 /// Deletes every row of each device of `devices`; returns how many topics
 /// each followed (devices that followed none are absent). One statement.
 pub async fn delete_devices(
-    tx: &Transaction<'_>,
+    tx: &impl Sql,
     devices: &[DeviceKey<'_>],
 ) -> Result<HashMap<(String, String), u64>, StoreError> {
     let (apps, tokens): (Vec<&str>, Vec<&str>) = devices.iter().copied().unzip();
@@ -126,7 +128,7 @@ pub async fn delete_devices(
 /// Removes one topic of each device (`(app, token, topic)`, one per
 /// device); returns the devices that followed it. One statement.
 pub async fn remove_topics(
-    tx: &Transaction<'_>,
+    tx: &impl Sql,
     rows: &[(&str, &str, &str)],
 ) -> Result<HashSet<(String, String)>, StoreError> {
     let shards: Vec<i16> = rows.iter().map(|(_, token, _)| shard_of(token) as i16).collect();
@@ -184,7 +186,7 @@ impl RowsToStore {
 /// Deletes the rows of each device whose topic is not among the device's
 /// own rows of `rows` (its new topic set; every device of `rows` has at
 /// least one). One statement.
-pub async fn delete_topics_not_in(tx: &Transaction<'_>, rows: &RowsToStore) -> Result<(), StoreError> {
+pub async fn delete_topics_not_in(tx: &impl Sql, rows: &RowsToStore) -> Result<(), StoreError> {
     tx.execute(
         &format!(
             "DELETE FROM registrations r
@@ -204,7 +206,7 @@ pub async fn delete_topics_not_in(tx: &Transaction<'_>, rows: &RowsToStore) -> R
 /// Inserts the rows, refreshing platform, environment, locale, receipts,
 /// kind, attributes type and `updated_at` of the rows that exist (`created_at` is kept). One
 /// statement.
-pub async fn store_rows(tx: &Transaction<'_>, rows: &RowsToStore) -> Result<(), StoreError> {
+pub async fn store_rows(tx: &impl Sql, rows: &RowsToStore) -> Result<(), StoreError> {
     tx.execute(
         "INSERT INTO registrations (app, token, shard, topic, platform, apns_environment, locale, receipts,
                                     kind, attributes_type)
@@ -237,10 +239,10 @@ pub async fn store_rows(tx: &Transaction<'_>, rows: &RowsToStore) -> Result<(), 
 
 /// Stores the web subscriptions of `devices` that have one and forgets
 /// those of the others (a token re-registered on another platform). Two
-/// statements at most; after the rows, whose deletion may have taken a
+/// statements at most, sent together; after the rows, whose deletion may have taken a
 /// previous subscription with it (migration V33's trigger).
 pub async fn store_subscriptions(
-    tx: &Transaction<'_>,
+    tx: &Prepared<'_>,
     devices: &[(DeviceKey<'_>, Option<&WebSubscription>)],
 ) -> Result<(), StoreError> {
     let (mut web_apps, mut web_tokens, mut jsons) = (Vec::new(), Vec::new(), Vec::new());
@@ -260,30 +262,39 @@ pub async fn store_subscriptions(
             }
         }
     }
-    if !web_apps.is_empty() {
-        tx.execute(
-            "INSERT INTO web_subscriptions (app, token, subscription)
-             SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[])
-             ON CONFLICT (app, token) DO UPDATE SET subscription = EXCLUDED.subscription",
-            &[&web_apps, &web_tokens, &jsons],
-        )
-        .await?;
-    }
-    if !other_apps.is_empty() {
-        tx.execute(
-            "DELETE FROM web_subscriptions s USING unnest($1::text[], $2::text[]) AS d(app, token)
-              WHERE s.app = d.app AND s.token = d.token",
-            &[&other_apps, &other_tokens],
-        )
-        .await?;
-    }
+    // Different devices: sent together, in this order.
+    futures::try_join!(
+        async {
+            if web_apps.is_empty() {
+                return Ok(0);
+            }
+            tx.execute(
+                "INSERT INTO web_subscriptions (app, token, subscription)
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[])
+                 ON CONFLICT (app, token) DO UPDATE SET subscription = EXCLUDED.subscription",
+                &[&web_apps, &web_tokens, &jsons],
+            )
+            .await
+        },
+        async {
+            if other_apps.is_empty() {
+                return Ok(0);
+            }
+            tx.execute(
+                "DELETE FROM web_subscriptions s USING unnest($1::text[], $2::text[]) AS d(app, token)
+                  WHERE s.app = d.app AND s.token = d.token",
+                &[&other_apps, &other_tokens],
+            )
+            .await
+        },
+    )?;
     Ok(())
 }
 
 /// The registrations of `devices` (those with no row are absent). One
 /// statement, driven by the device list (`ROWS_OF_DEVICE`).
 pub async fn read_devices(
-    client: &impl GenericClient,
+    client: &impl Sql,
     devices: &[DeviceKey<'_>],
 ) -> Result<HashMap<(String, String), StoredRegistration>, StoreError> {
     let (apps, tokens): (Vec<&str>, Vec<&str>) = devices.iter().copied().unzip();
