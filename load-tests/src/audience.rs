@@ -47,7 +47,10 @@ pub enum Layout {
 /// The shape of a synthetic audience.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AudienceShape {
-    /// Share of iPhones, in percent.
+    /// Share of browsers (web push subscriptions), in percent of the devices.
+    pub web_percent: u8,
+    /// Share of iPhones among the apps' devices (the rest are Android), in
+    /// percent.
     pub ios_percent: u8,
     /// Share of dead tokens, in percent.
     pub dead_percent: u8,
@@ -68,7 +71,11 @@ pub struct Device {
 /// Device number `n` of an audience of `shape`.
 pub fn device(n: u64, shape: AudienceShape) -> Device {
     let digest = Sha256::digest(format!("clarion-demo-device-{n}").as_bytes());
-    let platform = if percent(digest[0]) < shape.ios_percent {
+    // Its own byte picks the browsers, so an audience without them is the
+    // one seeded before web push, device for device.
+    let platform = if percent(digest[8]) < shape.web_percent {
+        Platform::Web
+    } else if percent(digest[0]) < shape.ios_percent {
         Platform::Ios
     } else {
         Platform::Android
@@ -76,8 +83,9 @@ pub fn device(n: u64, shape: AudienceShape) -> Device {
     let hex = hex::encode(digest);
     let mut token = match platform {
         Platform::Ios => hex,
-        // The demo audience has no web share yet: `platform` is one of these two.
-        Platform::Android | Platform::Web => format!("demo{}:APA91b{}", &hex[..16], hex.repeat(2)),
+        Platform::Android => format!("demo{}:APA91b{}", &hex[..16], hex.repeat(2)),
+        // The subscription's id at the mock push service ([`web_token`]).
+        Platform::Web => web_token(&hex),
     };
     if percent(digest[6]) < shape.dead_percent {
         token.replace_range(..DEAD_PREFIX.len(), DEAD_PREFIX);
@@ -112,6 +120,12 @@ pub fn device(n: u64, shape: AudienceShape) -> Device {
     }
 }
 
+/// A browser's registration token: the id a site would choose for its
+/// subscription (16–128 of `[A-Za-z0-9_-]`), here 44 characters.
+fn web_token(hex: &str) -> String {
+    format!("demo{}", &hex[..40])
+}
+
 /// Maps a uniformly random byte onto 0..100 without bias towards low values.
 fn percent(byte: u8) -> u8 {
     (u16::from(byte) * 100 / 256) as u8
@@ -123,6 +137,7 @@ mod tests {
     use clarion_proto::platform::normalize_token;
 
     const NEWS: AudienceShape = AudienceShape {
+        web_percent: 0,
         ios_percent: 50,
         dead_percent: 3,
         layout: Layout::News,
@@ -158,6 +173,34 @@ mod tests {
         };
         assert_eq!(device(17, single).topics, vec!["breaking/uk"]);
         assert!(devices.iter().all(|d| d.locale.is_none()));
+        assert!(devices.iter().all(|d| d.platform != Platform::Web));
+    }
+
+    #[test]
+    fn a_web_share_takes_browsers_from_both_apps_and_leaves_the_rest_as_they_were() {
+        let shape = AudienceShape {
+            web_percent: 40,
+            ..NEWS
+        };
+        let devices: Vec<Device> = (0..4000).map(|n| device(n, shape)).collect();
+        let web: Vec<&Device> = devices.iter().filter(|d| d.platform == Platform::Web).collect();
+        assert!(
+            (1450..1750).contains(&web.len()),
+            "{} browsers of 4000",
+            web.len()
+        );
+        for (n, d) in devices.iter().enumerate() {
+            if d.platform == Platform::Web {
+                assert_eq!(
+                    normalize_token(d.platform, &d.token).as_deref(),
+                    Ok(d.token.as_str())
+                );
+            } else {
+                assert_eq!(*d, device(n as u64, NEWS), "device {n} changed");
+            }
+        }
+        let dead = web.iter().filter(|d| d.token.starts_with(DEAD_PREFIX)).count();
+        assert!((15..110).contains(&dead), "{dead} dead browsers");
     }
 
     #[test]

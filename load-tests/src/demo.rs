@@ -1,14 +1,15 @@
 //! The demo (README command one): a real notification through the whole
-//! cluster to the mock APNs and FCM.
+//! cluster to the mock APNs, FCM and web push service.
 //!
-//! Seeds a synthetic audience with `COPY`, starts both mocks (in this
-//! process), a coordinator, a harvester and one dispatcher per platform (as
-//! processes), sends a breaking-news alert through the HTTP API, shows a
+//! Seeds a synthetic audience with `COPY` (phones and browsers), starts the
+//! mocks (in this process), a coordinator, a harvester and one dispatcher
+//! per platform (as processes), sends a breaking-news alert through the HTTP API, shows a
 //! progress bar while it goes out, prints the report and stops everything
 //! it started — or, with `--keep-running`, leaves the cluster up for the
 //! newsroom console until Ctrl-C. With `--apps N`, each app gets its own
 //! audience and its own mock Apple and Google, and one alert per app goes
-//! out side by side.
+//! out side by side; the browsers of every app share one mock push
+//! service, as sites share the browsers' push services.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -25,24 +26,28 @@ use crate::local_cluster::{
 };
 use crate::mocks::{
     ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, OnOwnThread, ReceiptStats, ReceiptsConfig,
-    apps_file_table, start_on_own_thread,
+    WebPushMock, WebPushMockConfig, apps_file_table, start_on_own_thread,
 };
-use crate::seed::{SeedPlan, app_id, connect, prepare_database, seed};
+use crate::seed::{SeedPlan, app_id, connect, prepare_database, seed, seed_web_subscriptions};
 
 #[derive(Debug, Parser)]
 #[command(
     name = "clarion-demo",
-    about = "Runs a local Clarion end to end: seeds an audience, starts mock APNs/FCM and the \
-             cluster, sends a breaking-news notification and reports how it went out"
+    about = "Runs a local Clarion end to end: seeds an audience, starts mock APNs/FCM/web push and \
+             the cluster, sends a breaking-news notification and reports how it went out"
 )]
 pub struct DemoArgs {
     /// Devices in the audience.
     #[arg(long, default_value_t = 200_000)]
     pub devices: u64,
 
-    /// Share of iPhones, in percent.
+    /// Share of iPhones among the phones, in percent (the rest are Android).
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub ios_percent: u8,
+
+    /// Share of browsers (web push subscriptions) in the audience, in percent.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub web_percent: u8,
 
     /// Share of dead tokens (apps uninstalled), in percent.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(0..=100))]
@@ -110,13 +115,14 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     std::fs::create_dir_all(&log_dir)?;
 
     println!(
-        "Clarion demo: {} devices{}, {}% iPhones, {}% dead tokens\n",
+        "Clarion demo: {} devices{}, {}% browsers, {}% of the phones iPhones, {}% dead tokens\n",
         args.devices,
         if args.apps > 1 {
             format!(" in each of {} apps", args.apps)
         } else {
             String::new()
         },
+        args.web_percent,
         args.ios_percent,
         args.dead_percent
     );
@@ -125,6 +131,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     let plan = SeedPlan {
         devices: args.devices,
         shape: AudienceShape {
+            web_percent: args.web_percent,
             ios_percent: args.ios_percent,
             dead_percent: args.dead_percent,
             layout: Layout::News,
@@ -163,6 +170,13 @@ pub async fn run(args: DemoArgs) -> Result<()> {
             app_mocks.fcm.endpoint
         );
     }
+    // The browsers' subscriptions name the push service's port: written
+    // now that it listens.
+    let browsers = seed_web_subscriptions(&client, &plan, &mocks.web.origin).await?;
+    println!(
+        "every app: mock web push service on {} ({browsers} browsers subscribed)",
+        mocks.web.origin
+    );
 
     let namespace = format!("demo-{}", std::process::id());
     let config = LocalClusterConfig {
@@ -180,7 +194,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         log_dir: log_dir.clone(),
     };
     println!(
-        "Starting the coordinator, a harvester and two dispatchers (logs in {})",
+        "Starting the coordinator, a harvester and three dispatchers (iOS, Android, web; logs in {})",
         log_dir.display()
     );
     let mut cluster = LocalCluster::start(&config).await?;
@@ -242,8 +256,8 @@ fn try_the_api(base: &str) -> String {
 
 async fn send_and_follow(cluster: &LocalCluster, args: &DemoArgs, mocks: &AppMocks) -> Result<()> {
     println!(
-        "\n{:<8} {:<18} {:>12} {:>10} {:>10}",
-        "app", "topic", "subscribers", "ios", "android"
+        "\n{:<8} {:<18} {:>12} {:>10} {:>10} {:>10}",
+        "app", "topic", "subscribers", "ios", "android", "web"
     );
     for app in 0..args.apps {
         let app = app_id(app);
@@ -251,12 +265,13 @@ async fn send_and_follow(cluster: &LocalCluster, args: &DemoArgs, mocks: &AppMoc
             let size = cluster.get(&format!("/api/v1/topics/{topic}?app={app}")).await?;
             let count = |field: &str| size[field].as_u64().unwrap_or_default();
             println!(
-                "{:<8} {:<18} {:>12} {:>10} {:>10}",
+                "{:<8} {:<18} {:>12} {:>10} {:>10} {:>10}",
                 app,
                 topic,
                 count("subscribers"),
                 count("ios"),
-                count("android")
+                count("android"),
+                count("web")
             );
         }
     }
@@ -330,7 +345,7 @@ async fn send_and_follow(cluster: &LocalCluster, args: &DemoArgs, mocks: &AppMoc
     for ((app, _, _), (status, app_mocks)) in following.iter().zip(finished.iter().flatten().zip(&mocks.apps))
     {
         let status = with_device_figures(cluster, status).await;
-        report(app, &status, app_mocks);
+        report(app, &status, app_mocks, &mocks.web, args.apps > 1);
     }
     Ok(())
 }
@@ -381,7 +396,9 @@ fn sum(status: &Value, field: &str) -> u64 {
         .sum()
 }
 
-fn report(app: &str, status: &Value, mocks: &Mocks) {
+/// The report of `app`'s send; `web_shared` when every app's browsers are
+/// on `web_mock` (its figures are then the installation's).
+fn report(app: &str, status: &Value, mocks: &Mocks, web_mock: &WebPushMock, web_shared: bool) {
     let audience = status["audience"]["total"].as_u64().unwrap_or(0);
     let seconds = |field: &str| -> String {
         status["timings"][field]
@@ -390,22 +407,34 @@ fn report(app: &str, status: &Value, mocks: &Mocks) {
     };
     let apns = mocks.apns.state.accounting.stats();
     let fcm = mocks.fcm.state.accounting.stats();
+    let web = web_mock.state.accounting.stats();
+    let every_app = if web_shared { " (every app's)" } else { "" };
     println!(
         "\nNotification {} (app {app}): {}",
         status["id"].as_str().unwrap_or("?"),
         status["status"].as_str().unwrap_or("?")
     );
     println!(
-        "  audience            {audience} devices (iOS {}, Android {}) in {} shard jobs",
-        status["audience"]["ios"], status["audience"]["android"], status["jobs"]["done"]
+        "  audience            {audience} devices (iOS {}, Android {}, web {}) in {} shard jobs",
+        status["audience"]["ios"],
+        status["audience"]["android"],
+        status["audience"]["web"],
+        status["jobs"]["done"]
     );
     println!(
-        "  delivered           {} ({}%) — accepted by the mocks: APNs {}, FCM {}, {} duplicates",
+        "  delivered           {} ({}%) — accepted by the mocks: APNs {}, FCM {}, web push {}{every_app}; \
+         {} duplicates",
         sum(status, "sent"),
         status["delivered_percent"],
         apns.accepted,
         fcm.accepted,
-        apns.duplicate_pushes + fcm.duplicate_pushes
+        web.accepted,
+        apns.duplicate_pushes + fcm.duplicate_pushes + web.duplicate_pushes
+    );
+    println!(
+        "  to browsers         {} web pushes sent, each encrypted for its subscription (RFC 8291) and \
+         opened by the mock push service",
+        status["delivery"]["web"]["sent"].as_u64().unwrap_or(0)
     );
     println!(
         "  gone (cleaned up)   {} tokens reported gone, {} registrations deleted",
@@ -445,17 +474,21 @@ fn report(app: &str, status: &Value, mocks: &Mocks) {
         (None, _) => "not decided (fixed two minutes after the send)".to_owned(),
     };
     println!(
-        "  received on phones  {} of {} reporting ({}%), opened {} ({}%)",
+        "  received on devices {} of {} reporting ({}%), opened {} ({}%)",
         device["received"],
         device["reporting"],
         device["received_percent"],
         device["opened"],
         device["opened_percent"]
     );
-    let phones = [mocks.apns.state.receipts(), mocks.fcm.state.receipts()];
+    let phones = [
+        mocks.apns.state.receipts(),
+        mocks.fcm.state.receipts(),
+        web_mock.state.receipts(),
+    ];
     let phones_sum = |field: fn(&ReceiptStats) -> u64| phones.iter().flatten().map(field).sum::<u64>();
     println!(
-        "  phones' reports     {} receipts in {} requests ({} retries), {} still waiting, {} dropped, {} never reporting",
+        "  devices' reports    {} receipts in {} requests ({} retries), {} still waiting, {} dropped, {} never reporting",
         phones_sum(|s| s.received + s.opened),
         phones_sum(|s| s.requests),
         phones_sum(|s| s.retries),
@@ -470,7 +503,7 @@ fn report(app: &str, status: &Value, mocks: &Mocks) {
         device_seconds("t99_ms")
     );
     println!(
-        "  90in2               {verdict} accepted by Apple/Google · {device_verdict} received on phones"
+        "  90in2               {verdict} accepted by Apple/Google/push services · {device_verdict} received on devices"
     );
 }
 
@@ -481,9 +514,11 @@ struct Mocks {
     ca_file: PathBuf,
 }
 
-/// Each app's mocks; the first app's are the `default` app's.
+/// Each app's mocks (the first app's are the `default` app's) and the
+/// one web push service every app's browsers are on.
 struct AppMocks {
     apps: Vec<Mocks>,
+    web: OnOwnThread<WebPushMock>,
     /// The apps file naming every app but `default`.
     apps_file: PathBuf,
     /// Every mock's CA certificate.
@@ -492,15 +527,30 @@ struct AppMocks {
 
 impl AppMocks {
     async fn start(dir: &Path, apps: u32, latency_ms: f64, receipts: ReceiptsConfig) -> Result<Self> {
+        let web_config = WebPushMockConfig {
+            receipts: Some(receipts.clone()),
+            ..WebPushMockConfig::local(dir.to_path_buf())
+        };
+        let web = start_on_own_thread("mock-webpush", || WebPushMock::start(web_config)).await?;
+        web.accept_seeded()?;
+        web.state.faults.set(FaultConfig {
+            dead_prefixes: vec![DEAD_PREFIX.into()],
+            latency_ms,
+            jitter_ms: latency_ms / 2.0,
+            ..FaultConfig::default()
+        });
         let mut started = Vec::new();
         let mut table = String::new();
-        let mut bundle = String::new();
+        let mut bundle = std::fs::read_to_string(&web.ca_file)?;
         for app in 0..apps {
             let app_dir = dir.join(app_id(app));
             std::fs::create_dir_all(&app_dir)?;
             let mocks = Mocks::start(&app_dir, app, latency_ms, receipts.clone()).await?;
             if app > 0 {
+                // One VAPID key for every app: the seeded browsers
+                // subscribed with the push service's one server key.
                 table.push_str(&apps_file_table(&app_id(app), &mocks.apns, &mocks.fcm));
+                table.push_str(&web.app_table(&app_id(app)));
             }
             bundle.push_str(&std::fs::read_to_string(&mocks.ca_file)?);
             started.push(mocks);
@@ -511,6 +561,7 @@ impl AppMocks {
         std::fs::write(&ca_file, bundle)?;
         Ok(Self {
             apps: started,
+            web,
             apps_file,
             ca_file,
         })
@@ -529,6 +580,7 @@ impl AppMocks {
             .filter(|(name, _)| name != "CLARION_EXTRA_CA_FILE")
             .collect();
         env.push(("CLARION_EXTRA_CA_FILE".into(), self.ca_file.display().to_string()));
+        env.extend(self.web.env());
         env.extend(self.coordinator_env());
         env
     }

@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use bytes::{BufMut, BytesMut};
-use clarion_proto::shard_of;
+use clarion_proto::{Platform, shard_of};
 use futures::SinkExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio_postgres::{Client, NoTls};
 
 use crate::audience::{AudienceShape, device};
+use crate::mocks::webpush::seeded::SeededKeys;
 
 /// Bytes buffered before a chunk goes to the server.
 const CHUNK_BYTES: usize = 1 << 20;
@@ -66,7 +67,7 @@ pub async fn seed(client: &Client, plan: &SeedPlan, progress: bool) -> Result<Se
     if plan.fresh {
         client
             .batch_execute(
-                "TRUNCATE registrations;
+                "TRUNCATE registrations, web_subscriptions;
                  ALTER TABLE registrations DROP CONSTRAINT registrations_pkey;
                  DROP INDEX registrations_token_topic_idx;",
             )
@@ -150,6 +151,61 @@ pub async fn seed(client: &Client, plan: &SeedPlan, progress: bool) -> Result<Se
         rows,
         elapsed: started.elapsed(),
     })
+}
+
+/// Writes the subscriptions of `plan`'s browsers (its devices on
+/// [`Platform::Web`]) as seeded browsers of the mock push service at
+/// `origin` ([`SeededKeys`]), replacing any there: a push service's port
+/// changes from run to run, so a run whose registrations are reused writes
+/// them again. Returns how many were written.
+pub async fn seed_web_subscriptions(client: &Client, plan: &SeedPlan, origin: &str) -> Result<u64> {
+    client
+        .batch_execute("TRUNCATE web_subscriptions")
+        .await
+        .context("clearing web subscriptions")?;
+    if plan.shape.web_percent == 0 {
+        return Ok(0);
+    }
+    let keys = SeededKeys::get()?;
+    let sink = client
+        .copy_in("COPY web_subscriptions (app, token, subscription) FROM STDIN")
+        .await
+        .context("starting COPY of web subscriptions")?;
+    let mut sink = pin!(sink);
+    let mut buffer = BytesMut::with_capacity(CHUNK_BYTES + 4096);
+    let mut written = 0u64;
+    for app_index in 0..plan.apps.max(1) {
+        let app = app_id(app_index);
+        let first = u64::from(app_index) * plan.devices;
+        for n in first..first + plan.devices {
+            let device = device(n, plan.shape);
+            if device.platform != Platform::Web {
+                continue;
+            }
+            // The JSON has no tab, newline or backslash: COPY's text form as is.
+            let subscription = keys.subscription(origin, &device.token).json();
+            buffer.put_slice(app.as_bytes());
+            buffer.put_u8(b'\t');
+            buffer.put_slice(device.token.as_bytes());
+            buffer.put_u8(b'\t');
+            buffer.put_slice(subscription.to_string().as_bytes());
+            buffer.put_u8(b'\n');
+            written += 1;
+            if buffer.len() >= CHUNK_BYTES {
+                sink.send(buffer.split().freeze()).await.context("COPY")?;
+            }
+        }
+    }
+    sink.send(buffer.split().freeze()).await.context("COPY")?;
+    sink.as_mut()
+        .finish()
+        .await
+        .context("finishing COPY of web subscriptions")?;
+    client
+        .batch_execute("ANALYZE web_subscriptions")
+        .await
+        .context("analysing web subscriptions")?;
+    Ok(written)
 }
 
 /// A URL without its password, for messages.
@@ -239,6 +295,7 @@ pub async fn run(args: SeedArgs) -> Result<()> {
     let plan = SeedPlan {
         devices: args.devices,
         shape: AudienceShape {
+            web_percent: 0,
             ios_percent: args.ios_percent,
             dead_percent: args.dead_percent,
             layout: args.layout,

@@ -365,3 +365,71 @@ async fn a_throttling_push_service_is_retried_until_every_browser_has_it_once() 
     assert_eq!((delivered, duplicates, lost), (150, 0, 0));
     cluster.stop().await;
 }
+
+/// The demo's and the benchmark's browsers: seeded with `COPY` beside the
+/// apps' devices, a few key pairs shared among them, and every message
+/// still opened by the mock (tests sample nothing).
+#[actix_web::test]
+async fn a_seeded_audience_with_a_web_share_gets_every_message_opened() {
+    use clarion_load_tests::audience::{AudienceShape, Layout, device};
+    use clarion_load_tests::seed::{SeedPlan, seed, seed_web_subscriptions};
+
+    let cluster = Cluster::start(options(&[])).await;
+    let plan = SeedPlan {
+        devices: 300,
+        shape: AudienceShape {
+            web_percent: 40,
+            ios_percent: 50,
+            dead_percent: 0,
+            layout: Layout::Single,
+            locales: 0,
+        },
+        fresh: false,
+        apps: 1,
+        receipts: false,
+    };
+    let sql = cluster.sql().await;
+    seed(&sql, &plan, false).await.expect("seeded");
+    let web = &cluster.mocks().web;
+    web.accept_seeded().expect("the mock knows the seeded browsers");
+    let written = seed_web_subscriptions(&sql, &plan, &web.origin)
+        .await
+        .expect("subscriptions seeded");
+    let devices: Vec<_> = (0..plan.devices).map(|n| device(n, plan.shape)).collect();
+    let browsers: Vec<&str> = devices
+        .iter()
+        .filter(|d| d.platform == Platform::Web)
+        .map(|d| d.token.as_str())
+        .collect();
+    assert_eq!(written, browsers.len() as u64);
+    assert!((90..150).contains(&written), "{written} browsers of 300");
+    cluster.wait_for_topic_size("breaking/uk", 300, WAIT).await;
+
+    let id = send(
+        &cluster,
+        json!({"topics": ["breaking/uk"], "title": "Seeded", "body": "Every browser"}),
+    )
+    .await;
+    let status = cluster.wait_until_settled(&id, WAIT).await;
+    assert_eq!(status["status"], "complete", "{status}");
+    assert_eq!(status["delivery"]["web"]["sent"], written, "{status}");
+    let mocks = cluster.mocks();
+    for platform in Platform::ALL {
+        let expected: Vec<&str> = devices
+            .iter()
+            .filter(|d| d.platform == platform)
+            .map(|d| d.token.as_str())
+            .collect();
+        let stats = mocks.state(platform).accounting.stats();
+        assert_eq!(stats.duplicate_pushes, 0, "{platform}");
+        assert_eq!(stats.digest, digest(expected), "{platform}: exactly the audience");
+    }
+    for token in &browsers {
+        let push = mocks
+            .web
+            .state
+            .received_by(token)
+            .unwrap_or_else(|| panic!("{token} got nothing"));
+        assert_eq!(push.json()["notification_id"], id, "{token}");
+    }
+}

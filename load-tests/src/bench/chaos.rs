@@ -318,6 +318,7 @@ pub async fn run(args: ChaosArgs) -> Result<ChaosReport> {
     let plan = SeedPlan {
         devices: args.devices,
         shape: AudienceShape {
+            web_percent: 0,
             ios_percent: 50,
             dead_percent: 0,
             layout: Layout::Single,

@@ -137,6 +137,7 @@ mod tests {
     #[test]
     fn the_panel_is_about_one_device_in_256() {
         let shape = crate::audience::AudienceShape {
+            web_percent: 0,
             ios_percent: 50,
             dead_percent: 0,
             layout: crate::audience::Layout::Single,

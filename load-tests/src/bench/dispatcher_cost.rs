@@ -133,6 +133,7 @@ impl Cost {
 
 pub async fn run(args: DispatcherCostArgs) -> Result<DispatcherCost> {
     let shape = AudienceShape {
+        web_percent: 0,
         ios_percent: 50,
         dead_percent: 0,
         layout: Layout::Single,

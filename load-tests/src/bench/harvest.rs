@@ -67,6 +67,7 @@ pub struct HarvestReport {
 
 pub async fn run(args: HarvestArgs) -> Result<HarvestReport> {
     let shape = AudienceShape {
+        web_percent: 0,
         ios_percent: 50,
         dead_percent: 0,
         layout: Layout::Single,

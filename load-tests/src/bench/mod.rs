@@ -63,18 +63,28 @@ pub async fn load_audience(
     prepare_database(&args.database_url).await?;
     let client = connect(&args.database_url).await?;
     // Reused only when it holds exactly this audience: every app's devices
-    // on the topic, with as many distinct locales.
+    // on the topic, with as many distinct locales and browsers.
     let existing = client
         .query_one(
-            "SELECT count(*), count(DISTINCT app), count(DISTINCT locale) FROM registrations
-              WHERE topic = 'breaking/uk'",
+            "SELECT count(*), count(DISTINCT app), count(DISTINCT locale),
+                    count(*) FILTER (WHERE platform = 'web')
+               FROM registrations WHERE topic = 'breaking/uk'",
             &[],
         )
         .await?;
-    let (rows, apps_there, locales_there): (i64, i64, i64) =
-        (existing.get(0), existing.get(1), existing.get(2));
+    let (rows, apps_there, locales_there, browsers_there): (i64, i64, i64, i64) =
+        (existing.get(0), existing.get(1), existing.get(2), existing.get(3));
     let wanted = (args.devices * u64::from(apps)) as i64;
-    if args.reuse && (rows, apps_there, locales_there) == (wanted, i64::from(apps), i64::from(shape.locales))
+    let browsers = if args.reuse && shape.web_percent > 0 {
+        (0..args.devices * u64::from(apps))
+            .filter(|n| crate::audience::device(*n, shape).platform == clarion_proto::Platform::Web)
+            .count() as i64
+    } else {
+        0
+    };
+    if args.reuse
+        && (rows, apps_there, locales_there, browsers_there)
+            == (wanted, i64::from(apps), i64::from(shape.locales), browsers)
     {
         println!("reusing {rows} registrations");
         vacuum(&client).await?;

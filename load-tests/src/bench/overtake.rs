@@ -155,6 +155,7 @@ pub async fn run(args: OvertakeArgs) -> Result<Report> {
         bail!("expected --small < --medium < --devices");
     }
     let shape = AudienceShape {
+        web_percent: 0,
         ios_percent: 50,
         dead_percent: 0,
         layout: Layout::Single,

@@ -88,6 +88,7 @@ pub struct PacingReport {
 
 pub async fn run(args: PacingArgs) -> Result<PacingReport> {
     let shape = AudienceShape {
+        web_percent: 0,
         ios_percent: 0,
         dead_percent: 0,
         layout: Layout::Single,

@@ -190,6 +190,7 @@ pub async fn run(args: RunArgs) -> Result<Report> {
         .clone()
         .unwrap_or_else(|| format!("90in2-{}", args.audience.devices));
     let shape = AudienceShape {
+        web_percent: 0,
         ios_percent: args.ios_percent,
         dead_percent: args.dead_percent,
         layout: Layout::Single,

@@ -115,6 +115,13 @@ impl MockState {
         }
     }
 
+    /// Whether a push accepted for `token` makes its phone report (receipts
+    /// on, and the token in the panel when there is one): a mock that opens
+    /// only a sample of the pushes opens these too, for their notification id.
+    pub fn phones_report(&self, token: &str) -> bool {
+        self.phones.get().is_some_and(|phones| phones.report_for(token))
+    }
+
     /// What the phones reported, when receipts are on.
     pub fn receipts(&self) -> Option<ReceiptStats> {
         self.phones.get().map(Phones::stats)

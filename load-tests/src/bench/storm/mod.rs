@@ -152,6 +152,7 @@ impl StormArgs {
 
 pub async fn run(args: StormArgs) -> Result<StormReport> {
     let shape = AudienceShape {
+        web_percent: 0,
         ios_percent: 50,
         dead_percent: 0,
         layout: Layout::Single,

@@ -145,6 +145,7 @@ mod tests {
     #[test]
     fn pools_split_the_audience_at_the_cutoff() {
         let shape = AudienceShape {
+            web_percent: 0,
             ios_percent: 50,
             dead_percent: 0,
             layout: Layout::Single,

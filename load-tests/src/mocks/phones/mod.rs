@@ -74,6 +74,12 @@ impl Phones {
         self.shared.accepted(notification_id, token);
     }
 
+    /// Whether the phone (or browser) behind `token` reports receipts:
+    /// every one, or the panel's only.
+    pub fn report_for(&self, token: &str) -> bool {
+        self.shared.report_for(token)
+    }
+
     pub fn stats(&self) -> ReceiptStats {
         // Read under the queue's lock: a receipt moves from pending to in
         // flight under it, so a snapshot never sees it in neither.
@@ -103,10 +109,15 @@ impl Shared {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn report_for(&self, token: &str) -> bool {
+        self.config
+            .panel_suffix
+            .as_ref()
+            .is_none_or(|suffix| token.ends_with(suffix.as_str()))
+    }
+
     fn accepted(&self, notification_id: Uuid, token: &str) {
-        if let Some(suffix) = &self.config.panel_suffix
-            && !token.ends_with(suffix.as_str())
-        {
+        if !self.report_for(token) {
             return;
         }
         let Fate::Reports {

@@ -7,12 +7,15 @@
 //! `CLARION_VAPID_PRIVATE_KEY_FILE`), makes subscriptions for the tests
 //! ([`WebPushMock::subscribe`]) and checks each push as [`push`] says:
 //! VAPID ([`vapid`]), headers, and the body opened with the subscription's
-//! keys by the mock's own RFC 8291 code ([`decrypt`]). Counts, faults,
+//! keys by the mock's own RFC 8291 code ([`decrypt`]); seeded audiences'
+//! browsers share a few key pairs ([`seeded`]), and a benchmark may have
+//! only a sample of the pushes opened. Counts, faults,
 //! kept pushes (their decrypted messages) and receipts are the shared
 //! pieces every mock has ([`super::control`]).
 
 pub mod decrypt;
 pub mod push;
+pub mod seeded;
 pub mod subscriptions;
 pub mod vapid;
 
@@ -72,6 +75,7 @@ pub struct WebPushMock {
     /// The host the push service listens on (the allow-list's entry).
     host: String,
     subscriptions: Arc<Subscriptions>,
+    service: Arc<PushService>,
     _push: Listener,
     _control: Listener,
 }
@@ -96,16 +100,17 @@ impl WebPushMock {
             probe.local_addr()?
         };
         let origin = format!("https://{addr}");
-        let service = Arc::new(PushService {
-            state: state.clone(),
-            subscriptions: subscriptions.clone(),
-            origin: origin.clone(),
-        });
+        let service = Arc::new(PushService::new(
+            state.clone(),
+            subscriptions.clone(),
+            origin.clone(),
+        ));
+        let serving = service.clone();
         let push = serve_tls(
             addr,
             pki.server_config(Protocols::Http2AndHttp1.alpn())?,
             move |request, _| {
-                let service = service.clone();
+                let service = serving.clone();
                 async move { service.handle(request).await }
             },
         )
@@ -121,6 +126,7 @@ impl WebPushMock {
             state,
             host: addr.ip().to_string(),
             subscriptions,
+            service,
             _push: push,
             _control: control,
         })
@@ -132,6 +138,28 @@ impl WebPushMock {
     pub fn subscribe(&self, token: &str) -> Result<TestSubscription> {
         self.subscriptions
             .create(&self.origin, token, &self.vapid_public_key)
+    }
+
+    /// From now on the mock also knows every seeded browser
+    /// ([`seeded::SeededKeys`]): any id it did not make is one, subscribed
+    /// for this mock's VAPID key.
+    pub fn accept_seeded(&self) -> Result<()> {
+        self.subscriptions.accept_seeded(&self.vapid_public_key)
+    }
+
+    /// Seeded browser `token`'s subscription on this push service.
+    pub fn seeded_subscription(&self, token: &str) -> Result<TestSubscription> {
+        Ok(seeded::SeededKeys::get()?.subscription(&self.origin, token))
+    }
+
+    /// Opens one push in `n` (the rest are checked but for their body, and
+    /// accepted): for benchmarks, where decrypting every message would
+    /// take the machine the sender is measured on. Tests keep the default,
+    /// every push opened.
+    pub fn decrypt_one_in(&self, n: u32) {
+        self.service
+            .decrypt_one_in
+            .store(n.max(1), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The dispatcher settings that point at this mock.

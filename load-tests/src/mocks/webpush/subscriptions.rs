@@ -7,7 +7,7 @@
 //! and faults are keyed as for APNs and FCM tokens.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use anyhow::{Context, Result, bail};
 use aws_lc_rs::agreement::{ECDH_P256, PrivateKey};
@@ -16,6 +16,7 @@ use rand::RngCore;
 use serde_json::{Value, json};
 
 use super::decrypt::UserAgentKeys;
+use super::seeded::SeededKeys;
 
 /// Where the mock serves subscriptions: `POST /push/<id>`.
 pub const PUSH_PATH: &str = "/push/";
@@ -59,6 +60,34 @@ impl TestSubscription {
 #[derive(Default)]
 pub struct Subscriptions {
     by_id: RwLock<HashMap<String, Arc<Subscription>>>,
+    /// Set when seeded subscriptions are accepted: the seeded keys and the
+    /// application server key they were made for (the mock's own).
+    seeded: OnceLock<(&'static SeededKeys, Vec<u8>)>,
+}
+
+/// A subscription the mock knows, made one by one or seeded.
+pub enum Known<'a> {
+    Made(Arc<Subscription>),
+    Seeded {
+        keys: &'a UserAgentKeys,
+        server_key: &'a [u8],
+    },
+}
+
+impl Known<'_> {
+    pub fn keys(&self) -> &UserAgentKeys {
+        match self {
+            Known::Made(subscription) => &subscription.keys,
+            Known::Seeded { keys, .. } => keys,
+        }
+    }
+
+    pub fn server_key(&self) -> &[u8] {
+        match self {
+            Known::Made(subscription) => &subscription.server_key,
+            Known::Seeded { server_key, .. } => server_key,
+        }
+    }
 }
 
 impl Subscriptions {
@@ -97,12 +126,30 @@ impl Subscriptions {
         Ok(subscription)
     }
 
-    /// The subscription `id`, if the mock made it.
-    pub fn get(&self, id: &str) -> Option<Arc<Subscription>> {
-        self.by_id
+    /// From now on, every id the mock did not make is a seeded browser's
+    /// ([`SeededKeys`]), its subscription made for `server_key`.
+    pub fn accept_seeded(&self, server_key: &[u8]) -> Result<()> {
+        let keys = SeededKeys::get()?;
+        // A second call changes nothing: the server key is the mock's own.
+        let _ = self.seeded.set((keys, server_key.to_vec()));
+        Ok(())
+    }
+
+    /// The subscription `id`, if the mock made it or accepts seeded ones.
+    pub fn get(&self, id: &str) -> Option<Known<'_>> {
+        let made = self
+            .by_id
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(id)
-            .cloned()
+            .cloned();
+        match (made, self.seeded.get()) {
+            (Some(subscription), _) => Some(Known::Made(subscription)),
+            (None, Some((keys, server_key))) => Some(Known::Seeded {
+                keys: keys.keys_of(id),
+                server_key,
+            }),
+            (None, None) => None,
+        }
     }
 }

@@ -4,6 +4,8 @@
 //! the dispatcher signs with), its `aud` the push service's origin, its
 //! `exp` in the future and at most 24 hours ahead, a `sub` to contact.
 
+use std::sync::Mutex;
+
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED, UnparsedPublicKey};
 use clarion_proto::web_push::base64url_decode;
 use serde::Deserialize;
@@ -84,6 +86,39 @@ fn segment<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, VapidError> 
 
 /// Checks `header` for a push service whose origin is `origin`.
 pub fn check(header: Option<&str>, origin: &str) -> Result<Vapid, VapidError> {
+    verify(header, origin).map(|(vapid, _)| vapid)
+}
+
+/// The last `Authorization` header that verified, what it proved and its
+/// `exp`: a sender signs one JWT per push service and reuses it for hours,
+/// so the mock, like a push service under load, verifies the signature
+/// once per JWT rather than once per push. Any other header is verified in
+/// full (and becomes the one remembered).
+#[derive(Default)]
+pub struct VerifiedCache {
+    last: Mutex<Option<(String, Vapid, u64)>>,
+}
+
+impl VerifiedCache {
+    pub fn check(&self, header: Option<&str>, origin: &str) -> Result<Vapid, VapidError> {
+        let text = header.ok_or(VapidError::Scheme)?;
+        {
+            let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((known, vapid, exp)) = last.as_ref()
+                && known == text
+                && exp + CLOCK_SKEW_S > unix_s()
+            {
+                return Ok(vapid.clone());
+            }
+        }
+        let (vapid, exp) = verify(header, origin)?;
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some((text.to_owned(), vapid.clone(), exp));
+        Ok(vapid)
+    }
+}
+
+/// What `header` proves, and its JWT's `exp`.
+fn verify(header: Option<&str>, origin: &str) -> Result<(Vapid, u64), VapidError> {
     let (jwt, key) = parameters(header.ok_or(VapidError::Scheme)?)?;
     let public_key = base64url_decode(key)
         .filter(|key| key.len() == 65 && key[0] == 0x04)
@@ -112,7 +147,7 @@ pub fn check(header: Option<&str>, origin: &str) -> Result<Vapid, VapidError> {
         .sub
         .filter(|sub| sub.starts_with("mailto:") || sub.starts_with("https:"))
         .ok_or(VapidError::Subject)?;
-    Ok(Vapid { public_key, subject })
+    Ok((Vapid { public_key, subject }, claims.exp))
 }
 
 #[cfg(test)]
@@ -169,6 +204,26 @@ mod tests {
             assert_eq!(refused(header(jwt(&key, "ES256", claims))), error);
         }
         assert_eq!(check(None, origin), Err(VapidError::Scheme));
+        // The cache answers the header it verified alike, and verifies any other.
+        let cache = VerifiedCache::default();
+        let good = header(jwt(
+            &key,
+            "ES256",
+            json!({"aud": origin, "exp": now + 3600, "sub": "mailto:a@b"}),
+        ));
+        for _ in 0..2 {
+            assert_eq!(
+                cache.check(Some(&good), origin).unwrap().public_key,
+                vapid.public_key
+            );
+        }
+        let forged = header(jwt(
+            &other,
+            "ES256",
+            json!({"aud": origin, "exp": now + 3600, "sub": "mailto:a@b"}),
+        ));
+        assert_eq!(cache.check(Some(&forged), origin), Err(VapidError::Signature));
+        assert_eq!(cache.check(Some(&good), origin).unwrap().subject, "mailto:a@b");
         assert_eq!(check(Some("WebPush abc"), origin), Err(VapidError::Scheme));
         assert_eq!(
             check(Some(&format!("vapid k={k}")), origin),
