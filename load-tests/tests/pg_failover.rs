@@ -12,9 +12,12 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use clarion_load_tests::mocks::{FaultConfig, digest};
+use clarion_load_tests::mocks::FaultConfig;
+use clarion_load_tests::testkit::node_loss::{
+    DISPATCH_WORKERS, IN_FLIGHT, assert_every_device_once, small_batch_options,
+};
 use clarion_load_tests::testkit::pg_standby::PgStandbyPair;
-use clarion_load_tests::testkit::{APP_KEY, Cluster, ClusterOptions, ClusterServers, Device, seed_devices};
+use clarion_load_tests::testkit::{APP_KEY, Cluster, ClusterServers, Device, seed_devices};
 use clarion_proto::Platform;
 use serde_json::{Value, json};
 
@@ -24,15 +27,6 @@ const DEVICES: u64 = 3000;
 const CANCELLED_DEVICES: u64 = 200;
 /// Receipts posted (and acknowledged) before the failover.
 const RECEIPTS: usize = 500;
-const TOKENS_PER_JOB: u64 = 100;
-const BATCH_SIZE: u64 = 25;
-const HARVEST_WORKERS: u64 = 2;
-const PUBLISH_WINDOW: u64 = 2;
-const DISPATCH_WORKERS: u64 = 2;
-/// Per platform: what a harvester may have published unconfirmed plus what
-/// a dispatcher holds unacked — what a failover can make the pipeline do
-/// twice.
-const IN_FLIGHT: u64 = (HARVEST_WORKERS * PUBLISH_WINDOW + DISPATCH_WORKERS) * BATCH_SIZE;
 const SETTLE: Duration = Duration::from_secs(120);
 
 #[actix_web::test]
@@ -46,23 +40,12 @@ async fn a_send_completes_through_a_promoted_synchronous_standby_and_nothing_ack
         .expect("the standby becomes synchronous");
     let amqp_url = std::env::var(clarion_runtime::testing::AMQP_URL_VAR)
         .unwrap_or_else(|_| clarion_runtime::testing::DEFAULT_AMQP_URL.to_owned());
-    let options = ClusterOptions {
-        coordinator: vec![format!("--tokens-per-job={TOKENS_PER_JOB}")],
-        harvester: vec![
-            format!("--harvest-workers={HARVEST_WORKERS}"),
-            format!("--harvest-publish-window={PUBLISH_WINDOW}"),
-            format!("--batch-size={BATCH_SIZE}"),
-        ],
-        harvesters: 1,
-        dispatcher: vec![format!("--dispatch-batch-workers={DISPATCH_WORKERS}")],
-        dispatchers: true,
-        servers: Some(ClusterServers {
-            admin_database_url: pair.failover_url("postgres"),
-            amqp_url,
-            extra_ca_file: None,
-        }),
-        receipts: None,
-    };
+    let mut options = small_batch_options(ClusterServers {
+        admin_database_url: pair.failover_url("postgres"),
+        amqp_url,
+        extra_ca_file: None,
+    });
+    options.dispatcher = vec![format!("--dispatch-batch-workers={}", DISPATCH_WORKERS)];
     let cluster = Cluster::start(options).await;
     for platform in Platform::ALL {
         // About 500 pushes a second per platform: the failover lands mid-send.
@@ -140,42 +123,7 @@ async fn a_send_completes_through_a_promoted_synchronous_standby_and_nothing_ack
         "send_s": started.elapsed().as_secs_f64(),
         "duplicate_bound": IN_FLIGHT,
     });
-    for platform in [Platform::Ios, Platform::Android] {
-        let expected: Vec<&str> = devices
-            .iter()
-            .filter(|d| d.platform == platform)
-            .map(|d| d.token.as_str())
-            .collect();
-        let stats = mocks.state(platform).stats();
-        figures[platform.as_str()] = json!({
-            "devices": expected.len(),
-            "delivered": stats.unique_tokens,
-            "duplicates": stats.duplicate_pushes,
-            "lost": (expected.len() as u64).saturating_sub(stats.unique_tokens),
-        });
-        // The digest of exactly the live send's tokens: a push to a
-        // cancelled device would change it.
-        assert_eq!(
-            stats.unique_tokens,
-            expected.len() as u64,
-            "{platform}: every device and no cancelled one: {figures}"
-        );
-        assert_eq!(
-            stats.digest,
-            digest(expected.iter().copied()),
-            "{platform}: the very devices"
-        );
-        assert!(
-            stats.duplicate_pushes <= IN_FLIGHT,
-            "{platform}: duplicates within what was in flight: {figures}"
-        );
-        let sent = status["delivery"][platform.as_str()]["sent"].as_u64();
-        assert_eq!(
-            sent,
-            Some(expected.len() as u64),
-            "{platform}: each report counted once: {status}"
-        );
-    }
+    assert_every_device_once(&devices, mocks, &status, IN_FLIGHT, &mut figures);
 
     // The receipts acknowledged before the failover, on the new primary.
     let sql = cluster.sql().await;

@@ -11,48 +11,21 @@
 
 use std::time::{Duration, Instant};
 
-use clarion_load_tests::mocks::{FaultConfig, digest};
+use clarion_load_tests::mocks::FaultConfig;
+use clarion_load_tests::testkit::node_loss::{IN_FLIGHT, assert_every_device_once, small_batch_options};
 use clarion_load_tests::testkit::rabbit_cluster::RabbitCluster;
-use clarion_load_tests::testkit::{Cluster, ClusterOptions, ClusterServers, Device, seed_devices};
+use clarion_load_tests::testkit::{Cluster, Device, seed_devices};
 use clarion_proto::Platform;
-use clarion_runtime::testing::{ADMIN_URL_VAR, DEFAULT_ADMIN_URL};
 use lapin::ConnectionProperties;
 use serde_json::json;
 
 const DEVICES: u64 = 2000;
-const TOKENS_PER_JOB: u64 = 100;
-const BATCH_SIZE: u64 = 25;
-const HARVEST_WORKERS: u64 = 2;
-const PUBLISH_WINDOW: u64 = 2;
-const DISPATCH_WORKERS: u64 = 2;
-/// Per platform: what a harvester may have published unconfirmed plus what
-/// a dispatcher holds unacked.
-const IN_FLIGHT: u64 = (HARVEST_WORKERS * PUBLISH_WINDOW + DISPATCH_WORKERS) * BATCH_SIZE;
 const SETTLE: Duration = Duration::from_secs(120);
 
 #[actix_web::test]
 async fn a_send_completes_on_the_majority_when_the_node_leading_deliver_ios_is_cut_off() {
     let mut rabbit = RabbitCluster::start(3).await.expect("the broker cluster starts");
-    let options = ClusterOptions {
-        coordinator: vec![format!("--tokens-per-job={TOKENS_PER_JOB}")],
-        harvester: vec![
-            format!("--harvest-workers={HARVEST_WORKERS}"),
-            format!("--harvest-publish-window={PUBLISH_WINDOW}"),
-            format!("--batch-size={BATCH_SIZE}"),
-        ],
-        harvesters: 1,
-        dispatcher: vec![
-            format!("--dispatch-batch-workers={DISPATCH_WORKERS}"),
-            "--dispatch-streams-per-batch=5".into(),
-        ],
-        dispatchers: true,
-        servers: Some(ClusterServers {
-            admin_database_url: std::env::var(ADMIN_URL_VAR).unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_owned()),
-            amqp_url: rabbit.amqp_url(),
-            extra_ca_file: None,
-        }),
-        receipts: None,
-    };
+    let options = small_batch_options(rabbit.servers());
     let cluster = Cluster::start(options).await;
     let replicated = rabbit
         .check_replicated(&format!("{}.", cluster.broker.namespace))
@@ -136,40 +109,7 @@ async fn a_send_completes_on_the_majority_when_the_node_leading_deliver_ios_is_c
         "send_s": started.elapsed().as_secs_f64(),
         "duplicate_bound": IN_FLIGHT,
     });
-    for platform in [Platform::Ios, Platform::Android] {
-        let expected: Vec<&str> = devices
-            .iter()
-            .filter(|d| d.platform == platform)
-            .map(|d| d.token.as_str())
-            .collect();
-        let stats = mocks.state(platform).stats();
-        figures[platform.as_str()] = json!({
-            "devices": expected.len(),
-            "delivered": stats.unique_tokens,
-            "duplicates": stats.duplicate_pushes,
-            "lost": (expected.len() as u64).saturating_sub(stats.unique_tokens),
-        });
-        assert_eq!(
-            stats.unique_tokens,
-            expected.len() as u64,
-            "{platform}: lost 0: {figures}"
-        );
-        assert_eq!(
-            stats.digest,
-            digest(expected.iter().copied()),
-            "{platform}: the very devices"
-        );
-        assert!(
-            stats.duplicate_pushes <= IN_FLIGHT,
-            "{platform}: duplicates within bound: {figures}"
-        );
-        let sent = status["delivery"][platform.as_str()]["sent"].as_u64();
-        assert_eq!(
-            sent,
-            Some(expected.len() as u64),
-            "{platform}: each report once: {status}"
-        );
-    }
+    assert_every_device_once(&devices, mocks, &status, IN_FLIGHT, &mut figures);
     println!("deliver.ios leader cut off mid-send: {figures}");
     cluster.stop().await;
 }

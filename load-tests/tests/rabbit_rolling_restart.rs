@@ -9,24 +9,16 @@
 
 use std::time::{Duration, Instant};
 
-use clarion_load_tests::mocks::{FaultConfig, digest};
+use clarion_load_tests::mocks::FaultConfig;
+use clarion_load_tests::testkit::node_loss::{IN_FLIGHT, assert_every_device_once, small_batch_options};
 use clarion_load_tests::testkit::rabbit_cluster::RabbitCluster;
-use clarion_load_tests::testkit::{Cluster, ClusterOptions, ClusterServers, Device, seed_devices};
+use clarion_load_tests::testkit::{Cluster, Device, seed_devices};
 use clarion_proto::Platform;
-use clarion_runtime::testing::{ADMIN_URL_VAR, DEFAULT_ADMIN_URL};
 use serde_json::json;
 
 /// Devices of the send, half of them on each platform.
 const DEVICES: u64 = 2000;
-const TOKENS_PER_JOB: u64 = 100;
-const BATCH_SIZE: u64 = 25;
-const HARVEST_WORKERS: u64 = 2;
-const PUBLISH_WINDOW: u64 = 2;
-const DISPATCH_WORKERS: u64 = 2;
 const NODES: u64 = 3;
-/// Per platform, per restarted node: the batches a harvester may have
-/// published unconfirmed plus those a dispatcher holds unacked.
-const IN_FLIGHT: u64 = (HARVEST_WORKERS * PUBLISH_WINDOW + DISPATCH_WORKERS) * BATCH_SIZE;
 /// While the nodes restart the mocks answer in this long: about 20
 /// pushes a second per platform, so the send outlasts the three restarts.
 const SLOW_MS: f64 = 500.0;
@@ -35,26 +27,7 @@ const SETTLE: Duration = Duration::from_secs(120);
 #[actix_web::test]
 async fn a_send_survives_a_rolling_restart_of_all_three_nodes() {
     let mut rabbit = RabbitCluster::start(3).await.expect("the broker cluster starts");
-    let options = ClusterOptions {
-        coordinator: vec![format!("--tokens-per-job={TOKENS_PER_JOB}")],
-        harvester: vec![
-            format!("--harvest-workers={HARVEST_WORKERS}"),
-            format!("--harvest-publish-window={PUBLISH_WINDOW}"),
-            format!("--batch-size={BATCH_SIZE}"),
-        ],
-        harvesters: 1,
-        dispatcher: vec![
-            format!("--dispatch-batch-workers={DISPATCH_WORKERS}"),
-            "--dispatch-streams-per-batch=5".into(),
-        ],
-        dispatchers: true,
-        servers: Some(ClusterServers {
-            admin_database_url: std::env::var(ADMIN_URL_VAR).unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_owned()),
-            amqp_url: rabbit.amqp_url(),
-            extra_ca_file: None,
-        }),
-        receipts: None,
-    };
+    let options = small_batch_options(rabbit.servers());
     let cluster = Cluster::start(options).await;
     rabbit
         .check_replicated(&format!("{}.", cluster.broker.namespace))
@@ -123,40 +96,7 @@ async fn a_send_survives_a_rolling_restart_of_all_three_nodes() {
         "send_s": started.elapsed().as_secs_f64(),
         "duplicate_bound": bound,
     });
-    for platform in [Platform::Ios, Platform::Android] {
-        let expected: Vec<&str> = devices
-            .iter()
-            .filter(|d| d.platform == platform)
-            .map(|d| d.token.as_str())
-            .collect();
-        let stats = mocks.state(platform).stats();
-        figures[platform.as_str()] = json!({
-            "devices": expected.len(),
-            "delivered": stats.unique_tokens,
-            "duplicates": stats.duplicate_pushes,
-            "lost": (expected.len() as u64).saturating_sub(stats.unique_tokens),
-        });
-        assert_eq!(
-            stats.unique_tokens,
-            expected.len() as u64,
-            "{platform}: lost 0: {figures}"
-        );
-        assert_eq!(
-            stats.digest,
-            digest(expected.iter().copied()),
-            "{platform}: the very devices"
-        );
-        assert!(
-            stats.duplicate_pushes <= bound,
-            "{platform}: duplicates within bound: {figures}"
-        );
-        let sent = status["delivery"][platform.as_str()]["sent"].as_u64();
-        assert_eq!(
-            sent,
-            Some(expected.len() as u64),
-            "{platform}: each report once: {status}"
-        );
-    }
+    assert_every_device_once(&devices, mocks, &status, bound, &mut figures);
     println!("rolling restart of {NODES} nodes mid-send: {figures}");
     cluster.stop().await;
 }

@@ -8,6 +8,7 @@
 //! (`pg_failover`); and an OTLP receiver for trace tests.
 
 mod cluster;
+pub mod node_loss;
 pub mod otlp;
 pub mod pg_failover;
 mod pg_server;

@@ -96,6 +96,17 @@ impl RabbitCluster {
             .join(",")
     }
 
+    /// The machine's PostgreSQL (as the tests' admin URL says) and this
+    /// cluster's nodes, for a test kit `Cluster`.
+    pub fn servers(&self) -> crate::testkit::ClusterServers {
+        crate::testkit::ClusterServers {
+            admin_database_url: std::env::var(clarion_runtime::testing::ADMIN_URL_VAR)
+                .unwrap_or_else(|_| clarion_runtime::testing::DEFAULT_ADMIN_URL.to_owned()),
+            amqp_url: self.amqp_url(),
+            extra_ca_file: None,
+        }
+    }
+
     /// The URL of node `index` alone.
     pub fn node_url(&self, index: usize) -> String {
         self.nodes[index].url()
