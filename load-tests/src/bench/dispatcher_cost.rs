@@ -25,7 +25,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::perf_stat::{PerfCounts, PerfStat};
-use super::run::{Machine, dispatcher_env_for, machine};
+use super::run::{Machine, machine};
 use super::{AudienceArgs, git_commit, load_audience, write_json};
 use crate::audience::{AudienceShape, Layout};
 use crate::local_cluster::{LocalCluster, LocalClusterConfig, delete_namespace};
@@ -166,7 +166,8 @@ async fn measure(args: &DispatcherCostArgs, platform: Platform, out_dir: &Path) 
         anyhow::bail!("the dispatcher cost of web push is not measured yet");
     }
     let work = std::env::temp_dir().join(format!("clarion-cost-{platform}-{}", std::process::id()));
-    let (apns, fcm) = super::start_mocks(&work).await?;
+    let mocks = super::start_mocks(&work).await?;
+    let (apns, fcm) = (&mocks.apns, &mocks.fcm);
     let namespace = format!("cost-{platform}-{}", std::process::id());
     let config = LocalClusterConfig {
         database_url: args.audience.database_url.clone(),
@@ -184,7 +185,7 @@ async fn measure(args: &DispatcherCostArgs, platform: Platform, out_dir: &Path) 
         log_dir: super::bench_log_dir()?,
     };
     let mut cluster = LocalCluster::start(&config).await?;
-    cluster.set_dispatcher_env(dispatcher_env_for(&apns, &fcm, &work)?);
+    cluster.set_dispatcher_env(mocks.dispatcher_env(&work)?);
     let callgrind_file = out_dir.join(format!("callgrind.dispatcher-{platform}.out"));
     let perf_file = work.join("perf-stat.csv");
     let outcome = async {

@@ -121,24 +121,54 @@ async fn vacuum(client: &tokio_postgres::Client) -> Result<()> {
         .context("vacuuming the benchmark database")
 }
 
-/// The mock APNs and FCM for a benchmark, each on a thread of its own
-/// (`mock-apns`, `mock-fcm`), credentials under `work`, keeping none of the
-/// pushes they accept (that is for tests to read; here it would only cost).
-pub async fn start_mocks(
-    work: &std::path::Path,
-) -> Result<(
-    crate::mocks::OnOwnThread<crate::mocks::ApnsMock>,
-    crate::mocks::OnOwnThread<crate::mocks::FcmMock>,
-)> {
+/// The mock push services of a benchmark, each on a thread of its own.
+pub struct BenchMocks {
+    pub apns: crate::mocks::OnOwnThread<crate::mocks::ApnsMock>,
+    pub fcm: crate::mocks::OnOwnThread<crate::mocks::FcmMock>,
+    /// The web push service: every cluster runs a web dispatcher, as a
+    /// deployment does, idle unless the audience has browsers.
+    pub web: crate::mocks::OnOwnThread<crate::mocks::webpush::WebPushMock>,
+}
+
+impl BenchMocks {
+    /// The dispatchers' settings for these mocks: endpoints, credentials
+    /// and one CA file trusting all three; the mock FCM has no quota unless
+    /// a benchmark gives it one (and then sets the dispatchers' share of it
+    /// itself).
+    pub fn dispatcher_env(&self, work: &std::path::Path) -> Result<crate::local_cluster::Env> {
+        let ca_file = work.join("extra-ca.pem");
+        let mut cas = String::new();
+        for file in [&self.apns.ca_file, &self.fcm.ca_file, &self.web.ca_file] {
+            cas += &std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        }
+        std::fs::write(&ca_file, cas).with_context(|| format!("writing {}", ca_file.display()))?;
+        let mut env = self.apns.env();
+        env.push(("CLARION_APNS_SANDBOX_ENDPOINT".into(), self.apns.endpoint.clone()));
+        env.extend(self.fcm.env());
+        env.extend(self.web.env());
+        env.push(("CLARION_EXTRA_CA_FILE".into(), ca_file.display().to_string()));
+        env.push(("CLARION_FCM_QUOTA_PER_MINUTE".into(), "0".into()));
+        Ok(env)
+    }
+}
+
+/// The mock APNs, FCM and web push service for a benchmark (`mock-apns`,
+/// `mock-fcm`, `mock-webpush`), credentials under `work`, keeping none of
+/// the pushes they accept (that is for tests to read; here it would only
+/// cost).
+pub async fn start_mocks(work: &std::path::Path) -> Result<BenchMocks> {
+    use crate::mocks::webpush::{WebPushMock, WebPushMockConfig};
     use crate::mocks::{ApnsMock, ApnsMockConfig, FcmMock, FcmMockConfig, start_on_own_thread};
     let apns_config = ApnsMockConfig::local(work.to_path_buf());
     let apns = start_on_own_thread("mock-apns", || ApnsMock::start(apns_config)).await?;
     let fcm_config = FcmMockConfig::local(work.to_path_buf());
     let fcm = start_on_own_thread("mock-fcm", || FcmMock::start(fcm_config)).await?;
-    for mock in [&apns.state, &fcm.state] {
+    let web_config = WebPushMockConfig::local(work.to_path_buf());
+    let web = start_on_own_thread("mock-webpush", || WebPushMock::start(web_config)).await?;
+    for mock in [&apns.state, &fcm.state, &web.state] {
         mock.set_keeping(false);
     }
-    Ok((apns, fcm))
+    Ok(BenchMocks { apns, fcm, web })
 }
 
 /// The one-harvester cluster a benchmark runs on `audience`'s servers,

@@ -26,7 +26,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::ceiling::{self, CeilingPlan};
-use super::run::{Machine, UNSCHEDULED, dispatcher_env_for, machine, parse_setting};
+use super::run::{Machine, UNSCHEDULED, machine, parse_setting};
 use super::{AudienceArgs, git_commit, load_audience, write_json};
 use crate::audience::{AudienceShape, Layout};
 use crate::local_cluster::{LocalCluster, Member, delete_namespace};
@@ -172,7 +172,8 @@ pub async fn run(args: OvertakeArgs) -> Result<Report> {
         .await?;
 
     let work = std::env::temp_dir().join(format!("clarion-overtake-{}", std::process::id()));
-    let (apns, fcm) = super::start_mocks(&work).await?;
+    let mocks = super::start_mocks(&work).await?;
+    let (apns, fcm) = (&mocks.apns, &mocks.fcm);
     println!(
         "measuring the ceiling ({} requests per mock)",
         args.ceiling_requests
@@ -182,11 +183,11 @@ pub async fn run(args: OvertakeArgs) -> Result<Report> {
         connections: 2,
         in_flight: 1000,
     };
-    let (ceiling_apns, ceiling_fcm) = ceiling::measure(&apns, &fcm, plan).await?;
+    let (ceiling_apns, ceiling_fcm) = ceiling::measure(apns, fcm, plan).await?;
     let ceiling_per_s = ceiling_apns.per_s + ceiling_fcm.per_s;
     println!("ceiling: {ceiling_per_s:.0} pushes/s");
 
-    let mut dispatcher_env = dispatcher_env_for(&apns, &fcm, &work)?;
+    let mut dispatcher_env = mocks.dispatcher_env(&work)?;
     dispatcher_env.extend(args.settings.iter().cloned());
     let namespace = format!("overtake-{}", std::process::id());
     let config = super::cluster_config(

@@ -17,7 +17,7 @@ use clarion_proto::Platform;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::run::{Machine, dispatcher_env_for, machine, parse_setting};
+use super::run::{Machine, machine, parse_setting};
 use super::{AudienceArgs, git_commit, load_audience, plot, write_json};
 use crate::audience::{AudienceShape, Layout};
 use crate::local_cluster::{Env, LocalCluster, LocalClusterConfig, delete_namespace};
@@ -97,13 +97,15 @@ pub async fn run(args: PacingArgs) -> Result<PacingReport> {
     load_audience(&args.audience, shape, 1).await?;
 
     let work = std::env::temp_dir().join(format!("clarion-pacing-{}", std::process::id()));
-    let (apns, fcm) = super::start_mocks(&work).await?;
+    let mocks = super::start_mocks(&work).await?;
+    let fcm = &mocks.fcm;
     fcm.state.faults.set(FaultConfig {
         quota_per_minute: Some(args.quota_per_minute),
         ..FaultConfig::default()
     });
 
-    let mut dispatcher_env: Env = dispatcher_env_for(&apns, &fcm, &work)?
+    let mut dispatcher_env: Env = mocks
+        .dispatcher_env(&work)?
         .into_iter()
         .filter(|(key, _)| key != "CLARION_FCM_QUOTA_PER_MINUTE")
         .collect();
@@ -125,7 +127,7 @@ pub async fn run(args: PacingArgs) -> Result<PacingReport> {
         log_dir: super::bench_log_dir()?,
     };
     let mut cluster = LocalCluster::start(&config).await?;
-    let outcome = measure(&mut cluster, &args, &fcm, dispatcher_env).await;
+    let outcome = measure(&mut cluster, &args, fcm, dispatcher_env).await;
     cluster.stop();
     delete_namespace(&args.audience.amqp_url, &namespace).await;
     let _ = std::fs::remove_dir_all(&work);

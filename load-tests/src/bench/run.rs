@@ -199,7 +199,8 @@ pub async fn run(args: RunArgs) -> Result<Report> {
     let (seeded_rows, seed_s) = load_audience(&args.audience, shape, args.apps).await?;
 
     let work = std::env::temp_dir().join(format!("clarion-bench-{}", std::process::id()));
-    let (apns, fcm) = super::start_mocks(&work).await?;
+    let mocks = super::start_mocks(&work).await?;
+    let (apns, fcm) = (&mocks.apns, &mocks.fcm);
     let dead = FaultConfig {
         dead_prefixes: vec![crate::audience::DEAD_PREFIX.into()],
         ..FaultConfig::default()
@@ -215,12 +216,12 @@ pub async fn run(args: RunArgs) -> Result<Report> {
         in_flight: 1000,
     };
     let (own_cpu_before, mocks_cpu_before) = (own_cpu_s(), own_threads_cpu_s(MOCK_THREAD_PREFIX));
-    let (ceiling_apns, ceiling_fcm) = ceiling::measure(&apns, &fcm, plan).await?;
+    let (ceiling_apns, ceiling_fcm) = ceiling::measure(apns, fcm, plan).await?;
     let ceiling_client_cpu_s =
         (own_cpu_s() - own_cpu_before) - (own_threads_cpu_s(MOCK_THREAD_PREFIX) - mocks_cpu_before);
     let ceiling_cpu_us_per_push =
         ceiling_client_cpu_s * 1e6 / (ceiling_apns.requests + ceiling_fcm.requests).max(1) as f64;
-    let h2load_apns_per_s = h2load_apns(&apns, args.ceiling_requests).await.ok();
+    let h2load_apns_per_s = h2load_apns(apns, args.ceiling_requests).await.ok();
     let ceiling_per_s = ceiling_apns.per_s + ceiling_fcm.per_s;
     println!(
         "ceiling: APNs {:.0}/s + FCM {:.0}/s = {:.0}/s (h2load APNs alone: {})",
@@ -234,12 +235,12 @@ pub async fn run(args: RunArgs) -> Result<Report> {
         mock.faults.set(dead.clone());
     }
 
-    let mut dispatcher_env = dispatcher_env_for(&apns, &fcm, &work)?;
+    let mut dispatcher_env = mocks.dispatcher_env(&work)?;
     let mut extra: Env = args.settings.clone();
     if args.apps > 1 {
         // Every app but `default` in the apps file, all on the same mocks.
         let table: String = (1..args.apps)
-            .map(|app| apps_file_table(&app_id(app), &apns, &fcm))
+            .map(|app| apps_file_table(&app_id(app), apns, fcm))
             .collect();
         let apps_file = work.join("apps.toml");
         std::fs::write(&apps_file, table)?;
@@ -259,7 +260,7 @@ pub async fn run(args: RunArgs) -> Result<Report> {
         log_dir: super::bench_log_dir()?.join(&name),
     };
     let mut cluster = LocalCluster::start(&config).await?;
-    let outcome = measure(&mut cluster, &args, &apns, &fcm).await;
+    let outcome = measure(&mut cluster, &args, apns, fcm).await;
     let processes = outcome.as_ref().ok().map(|m| m.processes.clone());
     cluster.stop();
     delete_namespace(&args.audience.amqp_url, &namespace).await;
@@ -659,24 +660,6 @@ fn downsample(curve: &[(f64, u64)], total: u64, points: usize) -> Vec<(f64, f64)
 }
 
 /// The machine the benchmark runs on.
-/// What a dispatcher needs to push to these mocks: their endpoints and
-/// credentials, and both CAs in one file under `work`.
-pub(crate) fn dispatcher_env_for(apns: &ApnsMock, fcm: &FcmMock, work: &std::path::Path) -> Result<Env> {
-    let ca_file = work.join("extra-ca.pem");
-    std::fs::write(
-        &ca_file,
-        std::fs::read_to_string(&apns.ca_file)? + &std::fs::read_to_string(&fcm.ca_file)?,
-    )?;
-    let mut env = apns.env();
-    env.push(("CLARION_APNS_SANDBOX_ENDPOINT".into(), apns.endpoint.clone()));
-    env.extend(fcm.env());
-    env.push(("CLARION_EXTRA_CA_FILE".into(), ca_file.display().to_string()));
-    // The mock FCM has no quota unless a benchmark gives it one (and then
-    // sets the dispatchers' share of it itself).
-    env.push(("CLARION_FCM_QUOTA_PER_MINUTE".into(), "0".into()));
-    Ok(env)
-}
-
 pub fn machine() -> Machine {
     let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
     let cpu_model = read("/proc/cpuinfo")

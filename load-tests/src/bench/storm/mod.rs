@@ -25,7 +25,7 @@ use anyhow::{Context, Result};
 use serde_json::json;
 
 use super::plot::{self, Timeline};
-use super::run::{dispatcher_env_for, follow, machine, parse_setting, time_to};
+use super::run::{follow, machine, parse_setting, time_to};
 use super::{AudienceArgs, default_results_dir, git_commit, load_audience, start_mocks, write_json};
 use crate::audience::{AudienceShape, Layout};
 use crate::local_cluster::{LocalCluster, delete_namespace};
@@ -176,8 +176,9 @@ pub async fn run(args: StormArgs) -> Result<StormReport> {
     );
 
     let work = std::env::temp_dir().join(format!("clarion-bench-storm-{}", std::process::id()));
-    let (apns, fcm) = start_mocks(&work).await?;
-    let mut dispatcher_env = dispatcher_env_for(&apns, &fcm, &work)?;
+    let mocks = start_mocks(&work).await?;
+    let (apns, fcm) = (&mocks.apns, &mocks.fcm);
+    let mut dispatcher_env = mocks.dispatcher_env(&work)?;
     dispatcher_env.extend(args.settings.iter().cloned());
     let namespace = format!("bench-storm-{}", std::process::id());
     let config = super::cluster_config(
@@ -188,7 +189,7 @@ pub async fn run(args: StormArgs) -> Result<StormReport> {
         super::bench_log_dir()?.join(&args.name),
     );
     let mut cluster = LocalCluster::start(&config).await?;
-    let measured = measure(&cluster, &args, &apns, &fcm, Arc::new(pools)).await;
+    let measured = measure(&cluster, &args, apns, fcm, Arc::new(pools)).await;
     cluster.stop();
     delete_namespace(&args.audience.amqp_url, &namespace).await;
     let _ = std::fs::remove_dir_all(&work);
