@@ -16,7 +16,10 @@ pub const SEND_TOPIC: &str = "storm/send";
 /// Tokens the loads use, prepared before the phases.
 #[derive(Debug, Default)]
 pub struct TokenPools {
-    /// Registered tokens the reads pick from at random.
+    /// Registered tokens the reads pick from at random: devices of the
+    /// send's audience, which no write changes (a changed device leaves the
+    /// database with the writes' registrations at the end, so a later
+    /// `--reuse` run reading it would get 404s).
     pub reads: Vec<String>,
     /// Seeded devices outside the send's audience, whose topics the writes
     /// change (so the send's audience stays the same).
@@ -63,7 +66,7 @@ pub fn pools(devices: u64, shape: AudienceShape, cutoff: u16, sizes: PoolSizes) 
         if !in_send && pools.changed.len() < sizes.changed {
             pools.changed.push((device.token.clone(), device.platform));
         }
-        if pools.reads.len() < sizes.reads {
+        if in_send && pools.reads.len() < sizes.reads {
             pools.reads.push(device.token);
         }
     }
@@ -163,6 +166,8 @@ mod tests {
             (100, 50, 50)
         );
         assert!(pools.receipts.iter().all(|token| shard_of(token) < cutoff));
+        // Reads never meet a device the writes change (and delete at the end).
+        assert!(pools.reads.iter().all(|token| shard_of(token) < cutoff));
         assert!(pools.changed.iter().all(|(token, _)| shard_of(token) >= cutoff));
         assert!(
             pools
