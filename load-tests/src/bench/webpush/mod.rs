@@ -9,9 +9,11 @@
 //! checked but for its body): decrypting is the browser's cost and would
 //! take the machine the senders are measured on.
 
+pub mod ceiling;
 pub mod dispatcher_alone;
 pub mod encryption;
 pub mod npm;
+pub mod share;
 
 use std::path::PathBuf;
 use std::time::Duration;
