@@ -48,6 +48,7 @@ pub async fn start_panel(
     cluster: &LocalCluster,
     apns: &ApnsMock,
     fcm: &FcmMock,
+    web: Option<&crate::mocks::WebPushMock>,
 ) -> Result<()> {
     let client = crate::seed::connect(database_url).await?;
     // Only rows that change are written: on a seeded 10M audience this is
@@ -72,6 +73,9 @@ pub async fn start_panel(
         ..ReceiptsConfig::new(format!("{}/api/v1/receipts", cluster.base), APP_KEY)
     };
     apns.state.start_phones(config.clone())?;
+    if let Some(web) = web {
+        web.state.start_phones(config.clone())?;
+    }
     fcm.state.start_phones(config)?;
     Ok(())
 }

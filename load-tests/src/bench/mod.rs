@@ -16,6 +16,7 @@ pub mod plot;
 pub mod run;
 pub mod scaling;
 pub mod storm;
+pub mod webpush;
 pub mod write_load;
 
 use std::path::{Path, PathBuf};
@@ -232,4 +233,12 @@ pub fn git_commit() -> Option<String> {
         .status
         .success()
         .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+/// `/proc/loadavg`'s three averages (1, 5, 15 minutes; zeros when
+/// unreadable): benchmarks quote them, as the machine may be shared.
+pub fn load_average() -> [f64; 3] {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let mut fields = text.split_whitespace().map(|f| f.parse().unwrap_or(0.0));
+    [(); 3].map(|_| fields.next().unwrap_or(0.0))
 }

@@ -19,7 +19,7 @@ use super::mocks::h2load_apns;
 use super::{AudienceArgs, git_commit, load_audience, plot, write_json};
 use crate::audience::{AudienceShape, Layout, localizations};
 use crate::local_cluster::{Env, LocalCluster, LocalClusterConfig, Member, delete_namespace};
-use crate::mocks::{ApnsMock, FaultConfig, FcmMock, apps_file_table};
+use crate::mocks::{ApnsMock, FaultConfig, FcmMock, WebPushMock, apps_file_table};
 use crate::procinfo::{Usage, own_threads_cpu_s, processes_cpu_s, usage};
 use crate::seed::app_id;
 
@@ -45,6 +45,15 @@ pub struct RunArgs {
     /// Share of iPhones, in percent (the rest are Android).
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub ios_percent: u8,
+    /// Share of browsers (web push subscriptions), in percent of the
+    /// devices, taken from both apps' phones alike; their ceiling is a
+    /// minimal encrypting client against the mock web push service.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub web_percent: u8,
+    /// The mock web push service opens one push in this many (decrypting
+    /// is the browser's cost, not the push service's).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub decrypt_one_in: u32,
     /// Share of dead tokens (apps uninstalled), in percent.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub dead_percent: u8,
@@ -90,7 +99,8 @@ pub struct Processes {
     pub harvester: Usage,
     pub dispatcher_ios: Usage,
     pub dispatcher_android: Usage,
-    /// CPU seconds the mock APNs and FCM (threads of the benchmark process)
+    pub dispatcher_web: Usage,
+    /// CPU seconds the mock APNs, FCM and web push service (threads of the benchmark process)
     /// used during the send: the share of the machine the stand-ins for
     /// Apple and Google took.
     pub mocks_cpu_s: f64,
@@ -138,6 +148,17 @@ pub struct Report {
     /// The share of the ideal time the send achieved: (0.9 × audience /
     /// ceiling) / t90, the ideal being every push at the ceiling rate.
     pub efficiency: Option<f64>,
+    /// The same with each platform at its own ceiling
+    /// ([`super::webpush::share::ideal_seconds`]): equal to `efficiency`
+    /// when the platforms' shares match their ceilings, higher when a slow
+    /// platform (web) holds a large share.
+    pub platform_efficiency: Option<f64>,
+    /// Reachable devices by platform (ios, android, web).
+    pub reachable_by_platform: [u64; 3],
+    /// `/proc/loadavg` (1, 5, 15 min) before the ceiling and after the
+    /// send: the machine may be shared.
+    pub load_average_before: [f64; 3],
+    pub load_average_after: [f64; 3],
     /// Pushes accepted in the first 5 s after the first accept, per second,
     /// over the sustained rate: below 1 when a send starts slowly.
     pub first_5s_ratio: Option<f64>,
@@ -180,6 +201,9 @@ pub struct Report {
 pub struct CeilingDetail {
     pub apns: CeilingRun,
     pub fcm: CeilingRun,
+    /// The minimal encrypting client against the mock web push service,
+    /// when the audience has browsers.
+    pub webpush: Option<CeilingRun>,
     /// h2load against the APNs mock alone, when installed (reference).
     pub h2load_apns_per_s: Option<f64>,
 }
@@ -190,7 +214,7 @@ pub async fn run(args: RunArgs) -> Result<Report> {
         .clone()
         .unwrap_or_else(|| format!("90in2-{}", args.audience.devices));
     let shape = AudienceShape {
-        web_percent: 0,
+        web_percent: args.web_percent,
         ios_percent: args.ios_percent,
         dead_percent: args.dead_percent,
         layout: Layout::Single,
@@ -199,8 +223,24 @@ pub async fn run(args: RunArgs) -> Result<Report> {
     let (seeded_rows, seed_s) = load_audience(&args.audience, shape, args.apps).await?;
 
     let work = std::env::temp_dir().join(format!("clarion-bench-{}", std::process::id()));
+    let load_average_before = super::load_average();
     let mocks = super::start_mocks(&work).await?;
     let (apns, fcm) = (&mocks.apns, &mocks.fcm);
+    let web = match args.web_percent {
+        0 => None,
+        _ => Some(
+            super::webpush::share::start_mock(
+                &work,
+                &args.audience.database_url,
+                shape,
+                args.audience.devices,
+                args.apps,
+                args.decrypt_one_in,
+            )
+            .await?,
+        ),
+    };
+    let web = web.as_deref();
     let dead = FaultConfig {
         dead_prefixes: vec![crate::audience::DEAD_PREFIX.into()],
         ..FaultConfig::default()
@@ -217,30 +257,60 @@ pub async fn run(args: RunArgs) -> Result<Report> {
     };
     let (own_cpu_before, mocks_cpu_before) = (own_cpu_s(), own_threads_cpu_s(MOCK_THREAD_PREFIX));
     let (ceiling_apns, ceiling_fcm) = ceiling::measure(apns, fcm, plan).await?;
+    // The browsers' ceiling after the phones' (its encryption takes every
+    // core it is given, which would starve the phones' clients of their
+    // OAuth2 and connection deadlines), for their share of the requests:
+    // measured alone, it is the higher, so the harsher, ceiling.
+    let web_plan = CeilingPlan {
+        requests: (args.ceiling_requests * u64::from(args.web_percent) / 100).max(10_000),
+        in_flight: 256,
+        ..plan
+    };
+    let ceiling_web = match web {
+        Some(web) => Some(super::webpush::ceiling::measure(web, web_plan).await?),
+        None => None,
+    };
     let ceiling_client_cpu_s =
         (own_cpu_s() - own_cpu_before) - (own_threads_cpu_s(MOCK_THREAD_PREFIX) - mocks_cpu_before);
-    let ceiling_cpu_us_per_push =
-        ceiling_client_cpu_s * 1e6 / (ceiling_apns.requests + ceiling_fcm.requests).max(1) as f64;
+    let ceiling_cpu_us_per_push = ceiling_client_cpu_s * 1e6
+        / (ceiling_apns.requests + ceiling_fcm.requests + ceiling_web.map_or(0, |w| w.requests)).max(1)
+            as f64;
     let h2load_apns_per_s = h2load_apns(apns, args.ceiling_requests).await.ok();
-    let ceiling_per_s = ceiling_apns.per_s + ceiling_fcm.per_s;
+    let ceiling_per_s = ceiling_apns.per_s + ceiling_fcm.per_s + ceiling_web.map_or(0.0, |w| w.per_s);
     println!(
-        "ceiling: APNs {:.0}/s + FCM {:.0}/s = {:.0}/s (h2load APNs alone: {})",
+        "ceiling: APNs {:.0}/s + FCM {:.0}/s + web {:.0}/s = {:.0}/s (h2load APNs alone: {})",
         ceiling_apns.per_s,
         ceiling_fcm.per_s,
+        ceiling_web.map_or(0.0, |w| w.per_s),
         ceiling_per_s,
         h2load_apns_per_s.map_or("not installed".into(), |r| format!("{r:.0}/s"))
     );
-    for mock in [&apns.state, &fcm.state] {
+    for mock in [&apns.state, &fcm.state]
+        .into_iter()
+        .chain(web.map(|web| &web.state))
+    {
         mock.accounting.reset();
         mock.faults.set(dead.clone());
     }
 
     let mut dispatcher_env = mocks.dispatcher_env(&work)?;
+    if let Some(web) = web {
+        // The seeded browsers' mock stands in for the idle one: its CA joins
+        // the others' in the dispatchers' extra CA file, its settings come
+        // last (the last value of a variable is the one a process gets).
+        let ca_file = work.join("extra-ca.pem");
+        let bundle = std::fs::read_to_string(&ca_file)? + &std::fs::read_to_string(&web.ca_file)?;
+        std::fs::write(&ca_file, bundle)?;
+        dispatcher_env.extend(web.env());
+    }
     let mut extra: Env = args.settings.clone();
     if args.apps > 1 {
         // Every app but `default` in the apps file, all on the same mocks.
         let table: String = (1..args.apps)
-            .map(|app| apps_file_table(&app_id(app), apns, fcm))
+            .map(|app| {
+                apps_file_table(&app_id(app), apns, fcm)
+                    + &web.map_or(String::new(), |web| web.app_table(&app_id(app)))
+            })
             .collect();
         let apps_file = work.join("apps.toml");
         std::fs::write(&apps_file, table)?;
@@ -260,7 +330,7 @@ pub async fn run(args: RunArgs) -> Result<Report> {
         log_dir: super::bench_log_dir()?.join(&name),
     };
     let mut cluster = LocalCluster::start(&config).await?;
-    let outcome = measure(&mut cluster, &args, apns, fcm).await;
+    let outcome = measure(&mut cluster, &args, apns, fcm, web).await;
     let processes = outcome.as_ref().ok().map(|m| m.processes.clone());
     cluster.stop();
     delete_namespace(&args.audience.amqp_url, &namespace).await;
@@ -278,9 +348,26 @@ pub async fn run(args: RunArgs) -> Result<Report> {
         .and_then(|c| sustained_rate(c, reachable));
     let processes = processes.context("no process figures")?.into_report();
     let pushes = reachable.max(1) as f64;
-    let dispatcher_cpu_s = processes.dispatcher_ios.cpu_s + processes.dispatcher_android.cpu_s;
+    let dispatcher_cpu_s =
+        processes.dispatcher_ios.cpu_s + processes.dispatcher_android.cpu_s + processes.dispatcher_web.cpu_s;
+    let ceilings = [
+        ceiling_apns.per_s,
+        ceiling_fcm.per_s,
+        ceiling_web.map_or(0.0, |w| w.per_s),
+    ];
+    let by_platform: Vec<(u64, f64)> = measured
+        .reachable_by_platform
+        .iter()
+        .zip(ceilings)
+        .map(|(devices, rate)| (*devices, rate))
+        .collect();
+    let ideal_t90 = super::webpush::share::ideal_seconds(&by_platform, 0.9);
     let report = Report {
         efficiency: t90.map(|t90| 0.9 * reachable as f64 / ceiling_per_s / t90),
+        platform_efficiency: t90.zip(ideal_t90).map(|(t90, ideal)| ideal / t90),
+        reachable_by_platform: measured.reachable_by_platform,
+        load_average_before,
+        load_average_after: super::load_average(),
         first_5s_ratio: first_seconds_rate(&curve, 5.0).map(|rate| rate / pushes_per_s.max(1e-9)),
         dispatcher_cpu_us_per_push: dispatcher_cpu_s * 1e6 / pushes,
         ceiling_cpu_us_per_push,
@@ -305,6 +392,7 @@ pub async fn run(args: RunArgs) -> Result<Report> {
         ceiling: CeilingDetail {
             apns: ceiling_apns,
             fcm: ceiling_fcm,
+            webpush: ceiling_web,
             h2load_apns_per_s,
         },
         processes,
@@ -316,6 +404,8 @@ pub async fn run(args: RunArgs) -> Result<Report> {
         machine: machine(),
         configuration: json!({
             "ios_percent": args.ios_percent,
+            "web_percent": args.web_percent,
+            "decrypt_one_in": args.decrypt_one_in,
             "dead_percent": args.dead_percent,
             "apps": args.apps,
             "locales": args.locales,
@@ -345,6 +435,7 @@ pub async fn run(args: RunArgs) -> Result<Report> {
 struct Measured {
     audience: u64,
     reachable: u64,
+    reachable_by_platform: [u64; 3],
     end_to_end: Vec<(f64, u64)>,
     dispatcher_alone: Option<Vec<(f64, u64)>>,
     status: Value,
@@ -356,7 +447,7 @@ struct Measured {
 
 #[derive(Clone)]
 struct ProcessUsage {
-    clarion: [Usage; 4],
+    clarion: [Usage; 5],
     mocks_cpu_s: f64,
     postgres_cpu_s: Option<f64>,
     rabbitmq_cpu_s: Option<f64>,
@@ -364,7 +455,13 @@ struct ProcessUsage {
 
 impl ProcessUsage {
     fn into_report(self) -> Processes {
-        let [coordinator, harvester, dispatcher_ios, dispatcher_android] = self.clarion;
+        let [
+            coordinator,
+            harvester,
+            dispatcher_ios,
+            dispatcher_android,
+            dispatcher_web,
+        ] = self.clarion;
         Processes {
             mocks_cpu_s: self.mocks_cpu_s,
             postgres_cpu_s: self.postgres_cpu_s,
@@ -373,6 +470,7 @@ impl ProcessUsage {
             harvester,
             dispatcher_ios,
             dispatcher_android,
+            dispatcher_web,
         }
     }
 }
@@ -382,14 +480,18 @@ async fn measure(
     args: &RunArgs,
     apns: &ApnsMock,
     fcm: &FcmMock,
+    web: Option<&WebPushMock>,
 ) -> Result<Measured> {
     let timeout = Duration::from_secs(args.timeout_secs);
     let size = cluster.get("/api/v1/topics/breaking/uk").await?;
     println!("topic breaking/uk: {} subscribers", size["subscribers"]);
-    let accepted =
-        || apns.state.accounting.counters().unique_tokens + fcm.state.accounting.counters().unique_tokens;
+    let accepted = || {
+        apns.state.accounting.counters().unique_tokens
+            + fcm.state.accounting.counters().unique_tokens
+            + web.map_or(0, |web| web.state.accounting.counters().unique_tokens)
+    };
 
-    device_side::start_panel(&args.audience.database_url, cluster, apns, fcm).await?;
+    device_side::start_panel(&args.audience.database_url, cluster, apns, fcm, web).await?;
     println!("end to end: sending");
     let mocks_cpu_before = own_threads_cpu_s(MOCK_THREAD_PREFIX);
     let services_before = ServicesCpu::read();
@@ -404,6 +506,7 @@ async fn measure(
         cluster.harvesters.first().and_then(|h| h.pid()),
         cluster.dispatchers.first().and_then(|d| d.pid()),
         cluster.dispatchers.get(1).and_then(|d| d.pid()),
+        cluster.dispatchers.get(2).and_then(|d| d.pid()),
     ];
     let processes = ProcessUsage {
         clarion: pids.map(|pid| pid.and_then(usage).unwrap_or_default()),
@@ -414,8 +517,16 @@ async fn measure(
     let (statuses, device) = device_side::wait_for_panel(cluster, &ids).await?;
     let total = |field: &dyn Fn(&Value) -> u64| statuses.iter().map(field).sum::<u64>();
     let audience = total(&|s| s["audience"]["total"].as_u64().unwrap_or(0));
+    let reachable_by_platform = ["ios", "android", "web"].map(|p| {
+        total(&|s| {
+            s["audience"][p]
+                .as_u64()
+                .unwrap_or(0)
+                .saturating_sub(s["delivery"][p]["unregistered"].as_u64().unwrap_or(0))
+        })
+    });
     let gone = total(&|s| {
-        ["ios", "android"]
+        ["ios", "android", "web"]
             .iter()
             .map(|p| s["delivery"][p]["unregistered"].as_u64().unwrap_or(0))
             .sum()
@@ -446,6 +557,9 @@ async fn measure(
         cluster.restart(Member::Coordinator).await?;
         apns.state.accounting.reset();
         fcm.state.accounting.reset();
+        if let Some(web) = web {
+            web.state.accounting.reset();
+        }
         let ids = send_per_app(cluster, args, "dispatchers alone").await?;
         for id in &ids {
             wait_for(cluster, id, timeout, |s| s["status"] == "dispatching").await?;
@@ -458,6 +572,7 @@ async fn measure(
     Ok(Measured {
         audience,
         reachable,
+        reachable_by_platform,
         end_to_end: curve,
         dispatcher_alone,
         status,
@@ -715,9 +830,22 @@ fn print_table(report: &Report) {
         println!("  dispatchers alone {rate:.0} pushes/s ({ratio:.2} × ceiling)");
     }
     println!("  ceiling           {:.0} pushes/s", report.ceiling_per_s);
+    if let Some(web) = report.ceiling.webpush {
+        println!(
+            "    of which web    {:.0} pushes/s (minimal encrypting client)",
+            web.per_s
+        );
+    }
     if let Some(efficiency) = report.efficiency {
         println!("  efficiency        {efficiency:.2} (0.9 × audience / ceiling, over t90)");
     }
+    if let Some(efficiency) = report.platform_efficiency {
+        println!("  by platform       {efficiency:.2} (each platform at its own ceiling)");
+    }
+    println!(
+        "  load average      {:?} → {:?}",
+        report.load_average_before, report.load_average_after
+    );
     if let Some(ratio) = report.first_5s_ratio {
         println!("  first 5 s         {ratio:.2} × the sustained rate");
     }
@@ -742,6 +870,7 @@ fn print_table(report: &Report) {
         ("harvester", p.harvester),
         ("dispatcher ios", p.dispatcher_ios),
         ("dispatcher android", p.dispatcher_android),
+        ("dispatcher web", p.dispatcher_web),
     ] {
         println!(
             "  {name:<18} peak RSS {:>7.1} MiB, CPU {:>6.1} s",
@@ -749,7 +878,7 @@ fn print_table(report: &Report) {
         );
     }
     println!(
-        "  mocks (APNs + FCM)                     CPU {:>6.1} s",
+        "  mocks                                  CPU {:>6.1} s",
         p.mocks_cpu_s
     );
 }

@@ -11,6 +11,7 @@ use clarion_load_tests::bench::pacing::{PacingArgs, run as pacing};
 use clarion_load_tests::bench::run::{RunArgs, run as run_90in2};
 use clarion_load_tests::bench::scaling::{ScalingArgs, run as scaling};
 use clarion_load_tests::bench::storm::{StormArgs, run as storm};
+use clarion_load_tests::bench::webpush::{WebPushArgs, run as webpush};
 use clarion_load_tests::bench::write_load::{WriteLoadArgs, run as write_load};
 use clarion_load_tests::seed::{SeedArgs, run as seed};
 
@@ -64,6 +65,11 @@ enum Command {
     /// alone and all together during a send, with the send's t90 without
     /// and with them; writes storm.json, storm.svg and prints the table.
     Storm(StormArgs),
+    /// The web dispatcher alone (batches queued in RabbitMQ) against the
+    /// npm web-push library at several concurrencies, both on the same
+    /// mock web push service, and its CPU per push against the encryption
+    /// alone; writes webpush.json.
+    Webpush(WebPushArgs),
     /// A bounded load of registration PUTs or receipts against a running
     /// coordinator from concurrent clients: rate and latency percentiles.
     WriteLoad(WriteLoadArgs),
@@ -106,6 +112,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Seed(args) => seed(args).await,
         Command::Run(args) => run_90in2(args).await.map(|_| ()),
         Command::Storm(args) => storm(args).await.map(|_| ()),
+        Command::Webpush(args) => webpush(args).await.map(|_| ()),
         Command::WriteLoad(args) => write_load(args).await,
     }
 }

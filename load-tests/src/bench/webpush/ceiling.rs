@@ -1,0 +1,107 @@
+//! The web share's ceiling: a minimal encrypting client, with no pipeline
+//! around it (no queues, batches or reports), driving the mock web push
+//! service. Each push is what a push needs and nothing more: the message
+//! encrypted for its subscription (RFC 8291, the dispatcher's crate), the
+//! VAPID header (cached per origin, as the dispatcher's), one HTTP/2
+//! request on Clarion's own transport.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use clarion_dispatcher::http2::{Http2Pool, Liveness, PoolLimits, client_config};
+use clarion_dispatcher::webpush::vapid::Vapid;
+use clarion_proto::web_push::base64url_decode;
+use futures::StreamExt;
+use http::{HeaderName, HeaderValue, Method, Request, Uri};
+use serde_json::json;
+
+use crate::bench::ceiling::{CEILING_NOTIFICATION_ID, CeilingPlan, CeilingRun};
+use crate::mocks::WebPushMock;
+
+/// Distinct seeded browsers pushed to, in turn.
+const SUBSCRIPTIONS: usize = 64;
+
+/// One browser: where to push and its keys.
+struct Target {
+    uri: Uri,
+    key: web_push_native::p256::PublicKey,
+    auth: web_push_native::Auth,
+}
+
+pub async fn measure(mock: &WebPushMock, plan: CeilingPlan) -> Result<CeilingRun> {
+    let tls = client_config(Some(&mock.ca_file), &[b"h2"])?;
+    let limits = PoolLimits {
+        connections: plan.connections,
+        streams_per_connection: 1000,
+        timeout: Duration::from_secs(10),
+        liveness: Liveness::default(),
+    };
+    let pool = Arc::new(Http2Pool::new(&mock.origin, tls, limits).map_err(anyhow::Error::msg)?);
+    let vapid = Vapid::load(&mock.vapid_key_file, &mock.vapid_subject).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let authorization = vapid
+        .authorization(&mock.origin)
+        .context("no VAPID header for the mock's origin")?;
+    let targets = (0..SUBSCRIPTIONS)
+        .map(|n| {
+            let s = mock.seeded_subscription(&format!("webpushceiling{n:06}"))?;
+            let key = base64url_decode(&s.p256dh).context("base64url")?;
+            let auth = base64url_decode(&s.auth).context("base64url")?;
+            Ok(Target {
+                uri: s.endpoint.parse()?,
+                key: web_push_native::p256::PublicKey::from_sec1_bytes(&key).context("on P-256")?,
+                auth: web_push_native::Auth::clone_from_slice(&auth),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let targets = Arc::new(targets);
+    let plaintext = json!({"title": "Ceiling", "body": "minimal encrypting client",
+                           "notification_id": CEILING_NOTIFICATION_ID})
+    .to_string()
+    .into_bytes();
+
+    let started = Instant::now();
+    let accepted = futures::stream::iter(0..plan.requests)
+        .map(|n| {
+            let (pool, targets, authorization) = (pool.clone(), targets.clone(), authorization.clone());
+            let plaintext = plaintext.clone();
+            async move {
+                let target = &targets[n as usize % targets.len()];
+                let Ok(body) = web_push_native::encrypt(plaintext, &target.key, &target.auth) else {
+                    return false;
+                };
+                let request = || {
+                    let mut request = Request::new(());
+                    *request.method_mut() = Method::POST;
+                    *request.uri_mut() = target.uri.clone();
+                    let headers = request.headers_mut();
+                    headers.insert(http::header::AUTHORIZATION, authorization.clone());
+                    headers.insert(
+                        http::header::CONTENT_ENCODING,
+                        HeaderValue::from_static("aes128gcm"),
+                    );
+                    headers.insert(HeaderName::from_static("ttl"), HeaderValue::from_static("3600"));
+                    headers.insert(
+                        HeaderName::from_static("urgency"),
+                        HeaderValue::from_static("high"),
+                    );
+                    request
+                };
+                pool.send(request, Bytes::from(body))
+                    .await
+                    .is_ok_and(|r| r.status == 201)
+            }
+        })
+        .buffer_unordered(plan.in_flight.max(1))
+        .filter(|ok| std::future::ready(*ok))
+        .count()
+        .await as u64;
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(CeilingRun {
+        requests: plan.requests,
+        accepted,
+        seconds,
+        per_s: accepted as f64 / seconds.max(1e-9),
+    })
+}
