@@ -6,6 +6,7 @@
 
 pub mod app;
 pub mod codec;
+pub mod live_activity;
 pub mod locale;
 pub mod messages;
 pub mod names;
