@@ -603,10 +603,16 @@ impl Chaos {
             harvesters: 1,
             coordinator_env: coordinator_env.clone(),
             harvester_env: harvester_env.clone(),
-            dispatcher_env,
+            // No dispatcher at the start: the audience has no browsers, and
+            // a web dispatcher without VAPID credentials refuses to start.
+            dispatcher_env: Env::new(),
             log_dir: log_dir.clone(),
         };
-        let cluster = LocalCluster::start(&config).await?;
+        let mut cluster = LocalCluster::start(&config).await?;
+        cluster.set_dispatcher_env(dispatcher_env);
+        for platform in [Platform::Ios, Platform::Android] {
+            cluster.start_dispatcher(platform).await?;
+        }
         println!("cluster up; logs in {}", log_dir.display());
         let base_faults = FaultConfig {
             latency_ms: args.mock_latency_ms,
