@@ -269,14 +269,9 @@ enum Target {
 #[derive(Debug, Clone, Serialize)]
 pub struct ScenarioResult {
     pub scenario: String,
-    /// The servers the send ran against.
-    pub servers: String,
-    /// Devices of the audience, the commit, CPU model and start of the
-    /// run that produced this scenario.
-    pub devices: u64,
-    pub git_commit: Option<String>,
-    pub cpu_model: String,
-    pub run_at: String,
+    /// Which run produced this scenario, on which servers.
+    #[serde(flatten)]
+    pub run: RunOf,
     /// What was done, and when.
     pub fault: String,
     /// Devices the coordinator harvested for the notification.
@@ -313,6 +308,19 @@ pub struct ScenarioResult {
     pub notes: Vec<String>,
     /// The mocks' answers by HTTP status over the scenario.
     pub answers_by_status: BTreeMap<u16, u64>,
+}
+
+/// The run a scenario comes from: a report may hold several (`merge`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RunOf {
+    /// The servers the send ran against.
+    pub servers: String,
+    /// Devices of the audience.
+    pub devices: u64,
+    pub git_commit: Option<String>,
+    pub cpu_model: String,
+    /// When the run started.
+    pub run_at: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -407,10 +415,13 @@ pub async fn run(args: ChaosArgs) -> Result<ChaosReport> {
                 Ok(result) => result,
                 Err(err) => chaos.errored(scenario, &err),
             };
-            result.servers = described.clone();
-            result.git_commit = commit.clone();
-            result.cpu_model = machine.cpu_model.clone();
-            result.run_at = started_at.clone();
+            result.run = RunOf {
+                servers: described.clone(),
+                devices: args.devices,
+                git_commit: commit.clone(),
+                cpu_model: machine.cpu_model.clone(),
+                run_at: started_at.clone(),
+            };
             print_result(&result);
             let failed = !result.passed;
             if failed {
@@ -790,11 +801,7 @@ impl Chaos {
         notes.push(format!("status: {}", brief(&status)));
         Ok(ScenarioResult {
             scenario: scenario.name(),
-            servers: String::new(),
-            devices,
-            git_commit: None,
-            cpu_model: String::new(),
-            run_at: String::new(),
+            run: RunOf::default(),
             fault,
             audience,
             reachable,
@@ -1046,11 +1053,7 @@ impl Chaos {
         notes.push(format!("status: {}", brief(&status)));
         Ok(ScenarioResult {
             scenario: scenario.name(),
-            servers: String::new(),
-            devices: self.args.devices,
-            git_commit: None,
-            cpu_model: String::new(),
-            run_at: String::new(),
+            run: RunOf::default(),
             fault: "harvester and both dispatchers stopped (SIGTERM); send; cancel; workers started again"
                 .into(),
             audience: status["audience"]["total"].as_u64().unwrap_or(0),
@@ -1079,11 +1082,7 @@ impl Chaos {
         let (delivered, duplicates, answers) = self.mock_figures();
         ScenarioResult {
             scenario: scenario.name(),
-            servers: String::new(),
-            devices: self.args.devices,
-            git_commit: None,
-            cpu_model: String::new(),
-            run_at: String::new(),
+            run: RunOf::default(),
             fault: "not completed".into(),
             audience: 0,
             reachable: self.args.devices,
