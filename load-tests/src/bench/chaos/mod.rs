@@ -20,6 +20,7 @@
 //! report that were not run again (`merge`), each with its own commit,
 //! CPU model, date and audience.
 
+mod api;
 mod merge;
 mod nodes;
 mod stall;
@@ -40,13 +41,14 @@ use super::run::{Machine, machine};
 use super::{git_commit, write_json};
 use crate::audience::{AudienceShape, Layout};
 use crate::blackhole::BlackHoleProxy;
-use crate::local_cluster::{DESK_KEY, Env, LocalCluster, LocalClusterConfig, Member, delete_namespace};
+use crate::local_cluster::{Env, LocalCluster, LocalClusterConfig, Member, delete_namespace};
 use crate::mocks::{
     ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, OnOwnThread, start_on_own_thread,
 };
 use crate::process::free_port;
 use crate::seed::{SeedPlan, connect, prepare_database, seed};
-use nodes::{Kit, Servers};
+use api::{API_TIMEOUT, TOPIC};
+use nodes::{CancelledSend, Kit, NodeFault, Servers};
 use stall::StallWatch;
 
 /// The test suite holds PostgreSQL and RabbitMQ while this file exists.
@@ -57,8 +59,6 @@ const CHAOS_RESTARTING: &str = "/tmp/clarion-chaos-restarting";
 const TRIGGER_POLL: Duration = Duration::from_millis(2);
 /// How often the notification's status is read.
 const STATUS_POLL: Duration = Duration::from_millis(200);
-/// Longest wait for one answer of the coordinator's API.
-const API_TIMEOUT: Duration = Duration::from_secs(15);
 /// Waited after the final status before the mocks' counts are read, so a
 /// duplicate pushed after completion is still counted.
 const SETTLE: Duration = Duration::from_secs(2);
@@ -82,7 +82,6 @@ const TOKENS_PER_JOB: u64 = 1000;
 /// The watchdog's stall limit: short enough to fail a stuck notification
 /// within a scenario's deadline, longer than any fault here holds a send.
 const STALL_SECS: u64 = 180;
-const TOPIC: &str = "breaking/uk";
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ChaosArgs {
@@ -249,6 +248,27 @@ impl Scenario {
         }
     }
 
+    /// The server this scenario takes away, if any.
+    fn node_fault(self) -> Option<NodeFault> {
+        use Scenario::*;
+        match self {
+            RabbitKillHarvestLeader => Some(NodeFault::KillHarvestLeader),
+            RabbitKillDeliverIosLeader => Some(NodeFault::KillDeliverIosLeader),
+            RabbitRollingRestart => Some(NodeFault::RollingRestart),
+            RabbitPartition => Some(NodeFault::Partition),
+            PostgresFailover => Some(NodeFault::Failover),
+            _ => None,
+        }
+    }
+
+    fn servers(self) -> Servers {
+        self.node_fault().map_or(Servers::Machine, NodeFault::servers)
+    }
+
+    fn is_node_loss(self) -> bool {
+        self.node_fault().is_some()
+    }
+
     fn is_kill(self) -> bool {
         use Scenario::*;
         matches!(
@@ -369,8 +389,6 @@ struct Chaos {
     namespace: String,
     /// The mocks' files.
     work: PathBuf,
-    /// The broker node a scenario took down, until it is started again.
-    down_node: Option<usize>,
     /// The settings, for the report.
     configuration: Value,
 }
@@ -403,7 +421,7 @@ pub async fn run(args: ChaosArgs) -> Result<ChaosReport> {
         let kit = Kit::start(servers, &args.database_url, &args.amqp_url).await?;
         let described = kit.describe();
         let mut chaos = Chaos::start(&args, kit).await?;
-        if let Some(replicated) = chaos.replicated_queues().await {
+        if let Some(replicated) = chaos.kit.replicated_queues(&chaos.namespace).await {
             println!("quorum queues on every node: {replicated}");
             servers_used.push(json!({"servers": described, "quorum_queues_on_every_node": replicated}));
         } else {
@@ -658,7 +676,6 @@ impl Chaos {
             kit,
             namespace,
             work,
-            down_node: None,
             configuration,
         };
         // Warm the topic count, so the send is planned from the real size.
@@ -696,7 +713,7 @@ impl Chaos {
 
         // Before a node-loss fault, an acknowledged cancel that must survive it.
         let cancelled = if scenario.is_node_loss() {
-            Some(self.schedule_cancelled(&mut notes).await?)
+            Some(CancelledSend::schedule(&self.cluster, &mut notes).await?)
         } else {
             None
         };
@@ -706,7 +723,8 @@ impl Chaos {
             .send(&json!({"topics": [TOPIC], "title": "Chaos", "body": scenario.name()}))
             .await?;
         let devices = self.args.devices;
-        let threshold = if scenario.target() == Some(Target::Harvester) || scenario.at_first_push() {
+        let at_first_push = scenario.node_fault().is_some_and(NodeFault::at_first_push);
+        let threshold = if scenario.target() == Some(Target::Harvester) || at_first_push {
             1
         } else {
             (devices * u64::from(self.args.fault_at_percent)).div_ceil(100)
@@ -722,9 +740,13 @@ impl Chaos {
         };
         let stalls = StallWatch::start([self.apns.state.clone(), self.fcm.state.clone()]);
         let fault_at = Instant::now();
-        let fault = if scenario.is_node_loss() {
+        let fault = if let Some(fault) = scenario.node_fault() {
             let at = format!("at {} accepted pushes", self.accepted());
-            self.inject_node_loss(scenario, &at, &mut notes).await?
+            let mocks = [self.apns.state.clone(), self.fcm.state.clone()];
+            let accepted = move || -> u64 { mocks.iter().map(|m| m.accounting.counters().accepted).sum() };
+            self.kit
+                .inject(fault, &self.namespace, &at, accepted, &mut notes)
+                .await?
         } else {
             self.inject(scenario, &id, lock, &mut notes, &mut failures)
                 .await?
@@ -735,10 +757,10 @@ impl Chaos {
         let fault_to_final = final_status.as_ref().map(|_| fault_at.elapsed().as_secs_f64());
         let longest_stall = stalls.finish().await.map(|stall| stall.as_secs_f64());
         if scenario.is_node_loss() {
-            self.restore_nodes(&mut notes).await?;
+            self.kit.restore(&mut notes).await?;
         }
         let pushes_after_cancel = match &cancelled {
-            Some(cancelled) => self.check_cancelled(cancelled, &mut failures).await,
+            Some(cancelled) => cancelled.check(&self.cluster, &mut failures).await,
             None => None,
         };
         tokio::time::sleep(SETTLE).await;
@@ -1226,28 +1248,8 @@ impl Chaos {
         }
     }
 
-    /// `POST …/cancel`, retried while the broker does not confirm (503).
     async fn cancel(&self, id: &str) -> Result<(StatusCode, Value)> {
-        let url = format!("{}/api/v1/notifications/{id}/cancel", self.cluster.base);
-        let mut last = (StatusCode::SERVICE_UNAVAILABLE, Value::Null);
-        for _ in 0..5 {
-            let response = self
-                .cluster
-                .http
-                .post(&url)
-                .bearer_auth(DESK_KEY)
-                .timeout(API_TIMEOUT)
-                .send()
-                .await?;
-            let code = response.status();
-            let body = response.json().await.unwrap_or(Value::Null);
-            if code != StatusCode::SERVICE_UNAVAILABLE {
-                return Ok((code, body));
-            }
-            last = (code, body);
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-        Ok(last)
+        api::cancel(&self.cluster, id).await
     }
 
     fn member(&self, target: Target) -> Result<Member> {

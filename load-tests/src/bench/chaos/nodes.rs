@@ -17,7 +17,8 @@ use clarion_proto::{Names, Platform};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use super::{API_TIMEOUT, Chaos, Scenario, TOPIC};
+use super::api::{API_TIMEOUT, TOPIC, cancel};
+use crate::local_cluster::LocalCluster;
 use crate::testkit::pg_standby::PgStandbyPair;
 use crate::testkit::rabbit_cluster::RabbitCluster;
 
@@ -40,28 +41,30 @@ pub(super) enum Servers {
     PostgresPair,
 }
 
-impl Scenario {
-    pub(super) fn servers(self) -> Servers {
-        use Scenario::*;
-        match self {
-            RabbitKillHarvestLeader | RabbitKillDeliverIosLeader | RabbitRollingRestart | RabbitPartition => {
-                Servers::BrokerCluster
-            }
-            PostgresFailover => Servers::PostgresPair,
-            _ => Servers::Machine,
-        }
-    }
+/// A fault that takes a server away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum NodeFault {
+    KillHarvestLeader,
+    KillDeliverIosLeader,
+    RollingRestart,
+    Partition,
+    Failover,
+}
 
-    pub(super) fn is_node_loss(self) -> bool {
-        self.servers() != Servers::Machine
+impl NodeFault {
+    pub fn servers(self) -> Servers {
+        match self {
+            NodeFault::Failover => Servers::PostgresPair,
+            _ => Servers::BrokerCluster,
+        }
     }
 
     /// Faults aimed at the harvest strike at the first accepted push,
     /// while shard jobs are still being harvested.
-    pub(super) fn at_first_push(self) -> bool {
+    pub fn at_first_push(self) -> bool {
         matches!(
             self,
-            Scenario::RabbitKillHarvestLeader | Scenario::RabbitRollingRestart | Scenario::PostgresFailover
+            NodeFault::KillHarvestLeader | NodeFault::RollingRestart | NodeFault::Failover
         )
     }
 }
@@ -78,6 +81,8 @@ pub(super) struct Kit {
     pub database_url: String,
     /// `CLARION_AMQP_URL` of every service.
     pub amqp_url: String,
+    /// The broker node a fault took down, until it is started again.
+    down_node: Option<usize>,
 }
 
 impl Kit {
@@ -89,6 +94,7 @@ impl Kit {
             seed_url: database_url.to_owned(),
             database_url: database_url.to_owned(),
             amqp_url: amqp_url.to_owned(),
+            down_node: None,
         };
         match servers {
             Servers::Machine => {}
@@ -140,16 +146,15 @@ pub(super) struct CancelledSend {
     due: Instant,
 }
 
-impl Chaos {
+impl CancelledSend {
     /// Schedules a send to the topic `CANCELLED_DUE_IN` from now and
     /// cancels it (its 200 is the acknowledgement that must survive).
-    pub(super) async fn schedule_cancelled(&self, notes: &mut Vec<String>) -> Result<CancelledSend> {
+    pub async fn schedule(cluster: &LocalCluster, notes: &mut Vec<String>) -> Result<Self> {
         let due_at = chrono::Utc::now() + chrono::Duration::from_std(CANCELLED_DUE_IN)?;
-        let id = self
-            .cluster
+        let id = cluster
             .send(&json!({"topics": [TOPIC], "title": "Chaos", "body": "cancelled", "send_at": due_at.to_rfc3339()}))
             .await?;
-        let (code, answer) = self.cancel(&id).await?;
+        let (code, answer) = cancel(cluster, &id).await?;
         if code != StatusCode::OK {
             anyhow::bail!("the cancel of the scheduled send answered {code}: {answer}");
         }
@@ -157,7 +162,7 @@ impl Chaos {
             "a send due {} s later was cancelled (200) before the fault",
             CANCELLED_DUE_IN.as_secs()
         ));
-        Ok(CancelledSend {
+        Ok(Self {
             id,
             due: Instant::now() + CANCELLED_DUE_IN,
         })
@@ -166,15 +171,11 @@ impl Chaos {
     /// After its time: the cancelled send's status and what it sent (the
     /// coordinator's count; a push of it would also be a duplicate at the
     /// mocks).
-    pub(super) async fn check_cancelled(
-        &self,
-        cancelled: &CancelledSend,
-        failures: &mut Vec<String>,
-    ) -> Option<u64> {
-        let wait = cancelled.due.saturating_duration_since(Instant::now()) + Duration::from_secs(3);
+    pub async fn check(&self, cluster: &LocalCluster, failures: &mut Vec<String>) -> Option<u64> {
+        let wait = self.due.saturating_duration_since(Instant::now()) + Duration::from_secs(3);
         tokio::time::sleep(wait).await;
-        let path = format!("/api/v1/notifications/{}", cancelled.id);
-        let status = match tokio::time::timeout(API_TIMEOUT, self.cluster.get(&path)).await {
+        let path = format!("/api/v1/notifications/{}", self.id);
+        let status = match tokio::time::timeout(API_TIMEOUT, cluster.get(&path)).await {
             Ok(Ok(status)) => status,
             _ => {
                 failures.push("the cancelled send's status could not be read".into());
@@ -193,24 +194,30 @@ impl Chaos {
         }
         Some(sent)
     }
+}
 
-    /// Injects a node-loss fault; describes what was done. A node killed
-    /// or cut off stays so until [`Chaos::restore_nodes`].
-    pub(super) async fn inject_node_loss(
+impl Kit {
+    /// Injects a node-loss fault into the servers of the run in
+    /// `namespace`; `accepted` reads the pushes accepted so far. Describes
+    /// what was done. A node killed or cut off stays so until
+    /// [`Kit::restore`].
+    pub async fn inject(
         &mut self,
-        scenario: Scenario,
+        fault: NodeFault,
+        namespace: &str,
         at: &str,
+        accepted: impl Fn() -> u64,
         notes: &mut Vec<String>,
     ) -> Result<String> {
-        let names = Names::new(&self.namespace);
-        match scenario {
-            Scenario::RabbitKillHarvestLeader | Scenario::RabbitKillDeliverIosLeader => {
-                let queue = if scenario == Scenario::RabbitKillHarvestLeader {
+        let names = Names::new(namespace);
+        match fault {
+            NodeFault::KillHarvestLeader | NodeFault::KillDeliverIosLeader => {
+                let queue = if fault == NodeFault::KillHarvestLeader {
                     names.harvest_queue()
                 } else {
                     names.deliver_queue(Platform::Ios)
                 };
-                let rabbit = self.kit.rabbit()?;
+                let rabbit = self.rabbit()?;
                 let leader = rabbit.leader_of(&queue).await?;
                 let name = rabbit.node_names()[leader].clone();
                 rabbit.kill(leader);
@@ -219,9 +226,9 @@ impl Chaos {
                     "kill -9 of {name}, the leader of {queue}, {at}; started again after the final status"
                 ))
             }
-            Scenario::RabbitRollingRestart => {
+            NodeFault::RollingRestart => {
                 let started = Instant::now();
-                let rabbit = self.kit.rabbit()?;
+                let rabbit = self.rabbit()?;
                 let mut steps = Vec::new();
                 for index in 0..BROKER_NODES {
                     let step = Instant::now();
@@ -231,16 +238,16 @@ impl Chaos {
                 notes.push(format!(
                     "each node stopped once no quorum queue needed it, then started: {}; {} pushes accepted when the last was back",
                     steps.join(", "),
-                    self.accepted()
+                    accepted()
                 ));
                 Ok(format!(
                     "rolling restart of all {BROKER_NODES} nodes (rabbitmqctl stop, start) {at}, {:.1} s in all",
                     started.elapsed().as_secs_f64()
                 ))
             }
-            Scenario::RabbitPartition => {
+            NodeFault::Partition => {
                 let queue = names.deliver_queue(Platform::Ios);
-                let rabbit = self.kit.rabbit()?;
+                let rabbit = self.rabbit()?;
                 let leader = rabbit.leader_of(&queue).await?;
                 let name = rabbit.node_names()[leader].clone();
                 rabbit.isolate(leader).await?;
@@ -249,9 +256,8 @@ impl Chaos {
                     "{name}, the leader of {queue}, cut off from its peers (Erlang distribution refused: pause_minority pauses it) {at}; healed after the final status"
                 ))
             }
-            Scenario::PostgresFailover => {
+            NodeFault::Failover => {
                 let pair = self
-                    .kit
                     .pair
                     .clone()
                     .context("no PostgreSQL pair for this scenario")?;
@@ -261,15 +267,14 @@ impl Chaos {
                     took.as_secs_f64()
                 ))
             }
-            _ => anyhow::bail!("{} is no node-loss scenario", scenario.name()),
         }
     }
 
-    /// Starts again (and so heals) the broker node a scenario took down.
-    pub(super) async fn restore_nodes(&mut self, notes: &mut Vec<String>) -> Result<()> {
+    /// Starts again (and so heals) the broker node a fault took down.
+    pub async fn restore(&mut self, notes: &mut Vec<String>) -> Result<()> {
         if let Some(index) = self.down_node.take() {
             let started = Instant::now();
-            self.kit.rabbit()?.restart(index).await?;
+            self.rabbit()?.restart(index).await?;
             notes.push(format!(
                 "the node was running again {:.1} s after its restart",
                 started.elapsed().as_secs_f64()
@@ -278,16 +283,14 @@ impl Chaos {
         Ok(())
     }
 
-    /// The quorum queues of the run's namespace, each on every node: the
-    /// figure the report keeps for a broker cluster.
-    pub(super) async fn replicated_queues(&self) -> Option<Value> {
-        let rabbit = self.kit.rabbit.as_ref()?;
-        Some(
-            match rabbit.check_replicated(&format!("{}.", self.namespace)).await {
-                Ok(count) => json!(count),
-                Err(err) => json!(format!("{err:#}")),
-            },
-        )
+    /// The quorum queues of the run in `namespace`, each on every node:
+    /// the figure the report keeps for a broker cluster.
+    pub async fn replicated_queues(&self, namespace: &str) -> Option<Value> {
+        let rabbit = self.rabbit.as_ref()?;
+        Some(match rabbit.check_replicated(&format!("{namespace}.")).await {
+            Ok(count) => json!(count),
+            Err(err) => json!(format!("{err:#}")),
+        })
     }
 }
 
