@@ -13,6 +13,17 @@
 //! whether it did. Scenarios that restart RabbitMQ or PostgreSQL follow
 //! the shared-services protocol: they wait while `/tmp/clarion-tests-running`
 //! exists and hold `/tmp/clarion-chaos-restarting` while the service is down.
+//! The node-loss scenarios (`nodes`) run against servers the test kit
+//! starts for them: scenarios are grouped by the servers they need, and
+//! each group gets its own audience, mocks and cluster of processes.
+//! With `--keep-others` the report keeps the scenarios of the previous
+//! report that were not run again (`merge`), each with its own commit,
+//! CPU model, date and audience.
+
+mod api;
+mod merge;
+mod nodes;
+mod stall;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -30,12 +41,15 @@ use super::run::{Machine, machine};
 use super::{git_commit, write_json};
 use crate::audience::{AudienceShape, Layout};
 use crate::blackhole::BlackHoleProxy;
-use crate::local_cluster::{DESK_KEY, Env, LocalCluster, LocalClusterConfig, Member, delete_namespace};
+use crate::local_cluster::{Env, LocalCluster, LocalClusterConfig, Member, delete_namespace};
 use crate::mocks::{
     ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, OnOwnThread, start_on_own_thread,
 };
 use crate::process::free_port;
 use crate::seed::{SeedPlan, connect, prepare_database, seed};
+use api::{API_TIMEOUT, TOPIC};
+use nodes::{CancelledSend, Kit, NodeFault, Servers};
+use stall::StallWatch;
 
 /// The test suite holds PostgreSQL and RabbitMQ while this file exists.
 const TESTS_RUNNING: &str = "/tmp/clarion-tests-running";
@@ -45,8 +59,6 @@ const CHAOS_RESTARTING: &str = "/tmp/clarion-chaos-restarting";
 const TRIGGER_POLL: Duration = Duration::from_millis(2);
 /// How often the notification's status is read.
 const STATUS_POLL: Duration = Duration::from_millis(200);
-/// Longest wait for one answer of the coordinator's API.
-const API_TIMEOUT: Duration = Duration::from_secs(15);
 /// Waited after the final status before the mocks' counts are read, so a
 /// duplicate pushed after completion is still counted.
 const SETTLE: Duration = Duration::from_secs(2);
@@ -70,7 +82,6 @@ const TOKENS_PER_JOB: u64 = 1000;
 /// The watchdog's stall limit: short enough to fail a stuck notification
 /// within a scenario's deadline, longer than any fault here holds a send.
 const STALL_SECS: u64 = 180;
-const TOPIC: &str = "breaking/uk";
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ChaosArgs {
@@ -131,6 +142,10 @@ pub struct ChaosArgs {
     /// Extra `KEY=VALUE` settings for every Clarion process (repeatable).
     #[arg(long = "set", value_parser = super::run::parse_setting)]
     pub settings: Vec<(String, String)>,
+    /// Keep the scenarios of the report already at `--out` that this run
+    /// does not run again (each says its own commit, machine and date).
+    #[arg(long)]
+    pub keep_others: bool,
     /// Where the JSON report is written (default `--out-dir`/chaos.json).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -174,10 +189,25 @@ pub enum Scenario {
     OauthHang,
     /// The iOS dispatcher's connections to APNs go silent (no FIN, no RST).
     BlackHole,
+    /// Kit's 3-node RabbitMQ cluster: kill -9 of the node leading
+    /// `harvest.jobs` at the first accepted push.
+    RabbitKillHarvestLeader,
+    /// Kit's 3-node RabbitMQ cluster: kill -9 of the node leading
+    /// `deliver.ios` mid-send.
+    RabbitKillDeliverIosLeader,
+    /// Kit's 3-node RabbitMQ cluster: every node stopped and started, one
+    /// after the other, from the first accepted push.
+    RabbitRollingRestart,
+    /// Kit's 3-node RabbitMQ cluster: the node leading `deliver.ios` cut
+    /// off from the other two mid-send.
+    RabbitPartition,
+    /// Kit's PostgreSQL pair: the primary stopped and the synchronous
+    /// standby promoted at the first accepted push.
+    PostgresFailover,
 }
 
 impl Scenario {
-    const ALL: [Scenario; 16] = [
+    const ALL: [Scenario; 21] = [
         Scenario::Baseline,
         Scenario::Kill9Coordinator,
         Scenario::Kill9Harvester,
@@ -194,6 +224,11 @@ impl Scenario {
         Scenario::Storm429,
         Scenario::OauthHang,
         Scenario::BlackHole,
+        Scenario::RabbitKillHarvestLeader,
+        Scenario::RabbitKillDeliverIosLeader,
+        Scenario::RabbitRollingRestart,
+        Scenario::RabbitPartition,
+        Scenario::PostgresFailover,
     ];
 
     fn name(self) -> String {
@@ -211,6 +246,27 @@ impl Scenario {
             Kill9DispatcherAndroid | SigtermDispatcherAndroid => Some(Target::Dispatcher(Platform::Android)),
             _ => None,
         }
+    }
+
+    /// The server this scenario takes away, if any.
+    fn node_fault(self) -> Option<NodeFault> {
+        use Scenario::*;
+        match self {
+            RabbitKillHarvestLeader => Some(NodeFault::KillHarvestLeader),
+            RabbitKillDeliverIosLeader => Some(NodeFault::KillDeliverIosLeader),
+            RabbitRollingRestart => Some(NodeFault::RollingRestart),
+            RabbitPartition => Some(NodeFault::Partition),
+            PostgresFailover => Some(NodeFault::Failover),
+            _ => None,
+        }
+    }
+
+    fn servers(self) -> Servers {
+        self.node_fault().map_or(Servers::Machine, NodeFault::servers)
+    }
+
+    fn is_node_loss(self) -> bool {
+        self.node_fault().is_some()
     }
 
     fn is_kill(self) -> bool {
@@ -233,6 +289,9 @@ enum Target {
 #[derive(Debug, Clone, Serialize)]
 pub struct ScenarioResult {
     pub scenario: String,
+    /// Which run produced this scenario, on which servers.
+    #[serde(flatten)]
+    pub run: RunOf,
     /// What was done, and when.
     pub fault: String,
     /// Devices the coordinator harvested for the notification.
@@ -252,6 +311,11 @@ pub struct ScenarioResult {
     pub accepted_at_fault: Option<u64>,
     /// Seconds from the send request to the final status.
     pub time_to_final_status_s: Option<f64>,
+    /// Seconds from the fault to the final status: the time to recover.
+    pub fault_to_final_status_s: Option<f64>,
+    /// The longest time the mocks accepted no push between the fault and
+    /// the final status.
+    pub longest_stall_s: Option<f64>,
     pub final_status: String,
     /// `panicked` lines the services logged during the scenario.
     pub panics: u64,
@@ -264,6 +328,19 @@ pub struct ScenarioResult {
     pub notes: Vec<String>,
     /// The mocks' answers by HTTP status over the scenario.
     pub answers_by_status: BTreeMap<u16, u64>,
+}
+
+/// The run a scenario comes from: a report may hold several (`merge`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RunOf {
+    /// The servers the send ran against.
+    pub servers: String,
+    /// Devices of the audience.
+    pub devices: u64,
+    pub git_commit: Option<String>,
+    pub cpu_model: String,
+    /// When the run started.
+    pub run_at: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -289,6 +366,9 @@ struct Bounds {
     dispatcher_in_hand: u64,
     /// Black hole: pushes of the iOS dispatcher in flight.
     pushes_in_flight: u64,
+    /// A lost broker node or database server: what the harvester has
+    /// unconfirmed plus what both dispatchers hold, in tokens.
+    node_in_flight: u64,
 }
 
 /// Everything a scenario works with.
@@ -303,6 +383,14 @@ struct Chaos {
     token_proxy: BlackHoleProxy,
     bounds: Bounds,
     base_faults: FaultConfig,
+    /// The servers of this group of scenarios.
+    kit: Kit,
+    /// The run's AMQP namespace.
+    namespace: String,
+    /// The mocks' files.
+    work: PathBuf,
+    /// The settings, for the report.
+    configuration: Value,
 }
 
 pub async fn run(args: ChaosArgs) -> Result<ChaosReport> {
@@ -313,173 +401,59 @@ pub async fn run(args: ChaosArgs) -> Result<ChaosReport> {
     } else {
         args.scenarios.clone()
     };
-    recreate_database(&args.database_url).await?;
-    let client = connect(&args.database_url).await?;
-    let plan = SeedPlan {
-        devices: args.devices,
-        shape: AudienceShape {
-            web_percent: 0,
-            ios_percent: 50,
-            dead_percent: 0,
-            layout: Layout::Single,
-            locales: 0,
-        },
-        fresh: true,
-        apps: 1,
-        receipts: false,
-    };
-    let seeded = seed(&client, &plan, false).await?;
-    println!(
-        "seeded {} devices in {:.1} s",
-        seeded.devices,
-        seeded.elapsed.as_secs_f64()
-    );
-
-    let work = std::env::temp_dir().join(format!("clarion-chaos-{}", std::process::id()));
-    std::fs::create_dir_all(&work)?;
-    let apns_config = ApnsMockConfig::local(work.clone());
-    let apns = start_on_own_thread("mock-apns", || ApnsMock::start(apns_config)).await?;
-    let apns_proxy = BlackHoleProxy::start(socket_addr(&apns.endpoint)?).await?;
-    // The OAuth2 token endpoint is reached through a proxy too: the
-    // service account's token URI (and so the assertions' audience) names
-    // the proxy, which forwards to the mock's own port.
-    let token_addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
-    let token_proxy = BlackHoleProxy::start(token_addr).await?;
-    let fcm_config = FcmMockConfig {
-        token_addr,
-        public_token_addr: Some(token_proxy.addr),
-        ..FcmMockConfig::local(work.clone())
-    };
-    let fcm = start_on_own_thread("mock-fcm", || FcmMock::start(fcm_config)).await?;
-    // What the mocks keep is for tests to read; here it would only cost.
-    for mock in [&apns.state, &fcm.state] {
-        mock.set_keeping(false);
-    }
-
-    let ca_file = work.join("extra-ca.pem");
-    std::fs::write(
-        &ca_file,
-        std::fs::read_to_string(&apns.ca_file)? + &std::fs::read_to_string(&fcm.ca_file)?,
-    )?;
-
-    let proxied_apns = format!("https://{}", apns_proxy.addr);
-    let mut dispatcher_env: Env = apns
-        .env()
-        .into_iter()
-        .map(|(key, value)| {
-            let value = if key == "CLARION_APNS_ENDPOINT" {
-                proxied_apns.clone()
-            } else {
-                value
-            };
-            (key, value)
-        })
-        .collect();
-    dispatcher_env.push(("CLARION_APNS_SANDBOX_ENDPOINT".into(), proxied_apns.clone()));
-    dispatcher_env.extend(fcm.env());
-    dispatcher_env.push(("CLARION_EXTRA_CA_FILE".into(), ca_file.display().to_string()));
-    // The mock FCM has no quota: nothing to share out.
-    dispatcher_env.push(("CLARION_FCM_QUOTA_PER_MINUTE".into(), "0".into()));
-    dispatcher_env.push((
-        "CLARION_DISPATCH_STREAMS_PER_BATCH".into(),
-        STREAMS_PER_BATCH.to_string(),
-    ));
-    dispatcher_env.extend(args.settings.iter().cloned());
-    let mut coordinator_env: Env = vec![
-        ("CLARION_TOKENS_PER_JOB".into(), TOKENS_PER_JOB.to_string()),
-        ("CLARION_STALL_SECS".into(), STALL_SECS.to_string()),
-    ];
-    coordinator_env.extend(args.settings.iter().cloned());
-    let mut harvester_env: Env = vec![
-        ("CLARION_BATCH_SIZE".into(), BATCH_SIZE.to_string()),
-        (
-            "CLARION_HARVEST_PUBLISH_WINDOW".into(),
-            PUBLISH_WINDOW.to_string(),
-        ),
-    ];
-    harvester_env.extend(args.settings.iter().cloned());
-    let bounds = Bounds {
-        harvester_in_flight: setting(&harvester_env, "CLARION_HARVEST_WORKERS", 4)
-            * setting(&harvester_env, "CLARION_HARVEST_PUBLISH_WINDOW", 64)
-            * setting(&harvester_env, "CLARION_BATCH_SIZE", 1000),
-        dispatcher_in_hand: setting(&dispatcher_env, "CLARION_DISPATCH_BATCH_WORKERS", 4)
-            * setting(&dispatcher_env, "CLARION_DISPATCH_PREFETCH", 1)
-            * setting(&harvester_env, "CLARION_BATCH_SIZE", 1000),
-        pushes_in_flight: setting(&dispatcher_env, "CLARION_DISPATCH_BATCH_WORKERS", 4)
-            * setting(&dispatcher_env, "CLARION_DISPATCH_STREAMS_PER_BATCH", 500),
-    };
-
-    let namespace = format!("chaos-{}", std::process::id());
-    let log_dir = std::env::current_exe()?
-        .parent()
-        .context("the executable has no directory")?
-        .join("chaos-logs");
-    let _ = std::fs::remove_dir_all(&log_dir);
-    let config = LocalClusterConfig {
-        database_url: args.database_url.clone(),
-        amqp_url: args.amqp_url.clone(),
-        namespace: namespace.clone(),
-        harvesters: 1,
-        coordinator_env: coordinator_env.clone(),
-        harvester_env: harvester_env.clone(),
-        dispatcher_env,
-        log_dir: log_dir.clone(),
-    };
-    let cluster = LocalCluster::start(&config).await?;
-    println!("cluster up; logs in {}", log_dir.display());
-    let base_faults = FaultConfig {
-        latency_ms: args.mock_latency_ms,
-        ..FaultConfig::default()
-    };
-    let mut chaos = Chaos {
-        args: args.clone(),
-        cluster,
-        apns,
-        fcm,
-        apns_proxy,
-        token_proxy,
-        bounds,
-        base_faults,
-    };
-    // Warm the topic count, so the send is planned from the real size.
-    let size = chaos.cluster.get(&format!("/api/v1/topics/{TOPIC}")).await?;
-    println!("topic {TOPIC}: {} subscribers", size["subscribers"]);
-
-    let mut results = Vec::new();
+    let machine = machine();
+    let commit = git_commit();
+    // One group per kind of servers, in the order of their first scenario.
+    let mut groups: Vec<(Servers, Vec<Scenario>)> = Vec::new();
     for scenario in scenarios {
-        println!("scenario {}", scenario.name());
-        let result = match chaos.scenario(scenario).await {
-            Ok(result) => result,
-            Err(err) => chaos.errored(scenario, &err),
-        };
-        println!(
-            "  {}: delivered {}/{}, {} duplicates (bound {}), final {} after {}, {} panics{}",
-            if result.passed { "passed" } else { "FAILED" },
-            result.delivered,
-            result.reachable,
-            result.duplicate_pushes,
-            result.duplicate_bound,
-            result.final_status,
-            seconds(result.time_to_final_status_s),
-            result.panics,
-            if result.failures.is_empty() {
-                String::new()
-            } else {
-                format!(" — {}", result.failures.join("; "))
-            }
-        );
-        let failed = !result.passed;
-        results.push(result);
-        if failed && let Some(result) = results.last_mut() {
-            result
-                .notes
-                .push("every worker was restarted after this failure, so it does not carry over".into());
+        match groups
+            .iter_mut()
+            .find(|(servers, _)| *servers == scenario.servers())
+        {
+            Some((_, group)) => group.push(scenario),
+            None => groups.push((scenario.servers(), vec![scenario])),
         }
-        chaos.heal(failed).await;
     }
-    chaos.cluster.stop();
-    delete_namespace(&args.amqp_url, &namespace).await;
-    let _ = std::fs::remove_dir_all(&work);
+    let mut results = Vec::new();
+    let mut configuration = Value::Null;
+    let mut servers_used = Vec::new();
+    for (servers, group) in groups {
+        let kit = Kit::start(servers, &args.database_url, &args.amqp_url).await?;
+        let described = kit.describe();
+        let mut chaos = Chaos::start(&args, kit).await?;
+        if let Some(replicated) = chaos.kit.replicated_queues(&chaos.namespace).await {
+            println!("quorum queues on every node: {replicated}");
+            servers_used.push(json!({"servers": described, "quorum_queues_on_every_node": replicated}));
+        } else {
+            servers_used.push(json!({"servers": described}));
+        }
+        for scenario in group {
+            println!("scenario {}", scenario.name());
+            let mut result = match chaos.scenario(scenario).await {
+                Ok(result) => result,
+                Err(err) => chaos.errored(scenario, &err),
+            };
+            result.run = RunOf {
+                servers: described.clone(),
+                devices: args.devices,
+                git_commit: commit.clone(),
+                cpu_model: machine.cpu_model.clone(),
+                run_at: started_at.clone(),
+            };
+            print_result(&result);
+            let failed = !result.passed;
+            if failed {
+                result
+                    .notes
+                    .push("every worker was restarted after this failure, so it does not carry over".into());
+            }
+            results.push(result);
+            chaos.heal(failed).await;
+        }
+        configuration = chaos.configuration.clone();
+        chaos.stop().await;
+    }
+    configuration["servers"] = json!(servers_used);
 
     let passed = results.iter().filter(|r| r.passed).count();
     let report = ChaosReport {
@@ -488,8 +462,192 @@ pub async fn run(args: ChaosArgs) -> Result<ChaosReport> {
         passed,
         failed: results.len() - passed,
         scenarios: results,
-        machine: machine(),
-        configuration: json!({
+        machine,
+        configuration,
+        git_commit: commit,
+        started_at,
+        took_s: started.elapsed().as_secs_f64(),
+    };
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| args.out_dir.join("chaos.json"));
+    if args.keep_others && out.is_file() {
+        let previous: Value = serde_json::from_str(&std::fs::read_to_string(&out)?)
+            .with_context(|| format!("reading {}", out.display()))?;
+        write_json(
+            &out,
+            &merge::keep_others(previous, serde_json::to_value(&report)?),
+        )?;
+    } else {
+        write_json(&out, &report)?;
+    }
+    println!();
+    print!("{}", markdown_table(&report.scenarios));
+    println!(
+        "\n{} of {} scenarios passed; report in {}",
+        report.passed,
+        report.scenarios.len(),
+        out.display()
+    );
+    Ok(report)
+}
+
+fn print_result(result: &ScenarioResult) {
+    println!(
+        "  {}: delivered {}/{}, {} duplicates (bound {}), final {} after {}, {} panics{}",
+        if result.passed { "passed" } else { "FAILED" },
+        result.delivered,
+        result.reachable,
+        result.duplicate_pushes,
+        result.duplicate_bound,
+        result.final_status,
+        seconds(result.time_to_final_status_s),
+        result.panics,
+        if result.failures.is_empty() {
+            String::new()
+        } else {
+            format!(" — {}", result.failures.join("; "))
+        }
+    );
+}
+
+impl Chaos {
+    /// Seeds the audience on the kit's servers, starts the mocks and the
+    /// cluster of release processes.
+    async fn start(args: &ChaosArgs, kit: Kit) -> Result<Self> {
+        recreate_database(&kit.seed_url).await?;
+        let client = connect(&kit.seed_url).await?;
+        let plan = SeedPlan {
+            devices: args.devices,
+            shape: AudienceShape {
+                web_percent: 0,
+                ios_percent: 50,
+                dead_percent: 0,
+                layout: Layout::Single,
+                locales: 0,
+            },
+            fresh: true,
+            apps: 1,
+            receipts: false,
+        };
+        let seeded = seed(&client, &plan, false).await?;
+        drop(client);
+        println!(
+            "seeded {} devices in {:.1} s",
+            seeded.devices,
+            seeded.elapsed.as_secs_f64()
+        );
+        let work = std::env::temp_dir().join(format!(
+            "clarion-chaos-{}-{}",
+            std::process::id(),
+            kit.servers.tag()
+        ));
+        std::fs::create_dir_all(&work)?;
+        let apns_config = ApnsMockConfig::local(work.clone());
+        let apns = start_on_own_thread("mock-apns", || ApnsMock::start(apns_config)).await?;
+        let apns_proxy = BlackHoleProxy::start(socket_addr(&apns.endpoint)?).await?;
+        // The OAuth2 token endpoint is reached through a proxy too: the
+        // service account's token URI (and so the assertions' audience) names
+        // the proxy, which forwards to the mock's own port.
+        let token_addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+        let token_proxy = BlackHoleProxy::start(token_addr).await?;
+        let fcm_config = FcmMockConfig {
+            token_addr,
+            public_token_addr: Some(token_proxy.addr),
+            ..FcmMockConfig::local(work.clone())
+        };
+        let fcm = start_on_own_thread("mock-fcm", || FcmMock::start(fcm_config)).await?;
+        // What the mocks keep is for tests to read; here it would only cost.
+        for mock in [&apns.state, &fcm.state] {
+            mock.set_keeping(false);
+        }
+
+        let ca_file = work.join("extra-ca.pem");
+        std::fs::write(
+            &ca_file,
+            std::fs::read_to_string(&apns.ca_file)? + &std::fs::read_to_string(&fcm.ca_file)?,
+        )?;
+
+        let proxied_apns = format!("https://{}", apns_proxy.addr);
+        let mut dispatcher_env: Env = apns
+            .env()
+            .into_iter()
+            .map(|(key, value)| {
+                let value = if key == "CLARION_APNS_ENDPOINT" {
+                    proxied_apns.clone()
+                } else {
+                    value
+                };
+                (key, value)
+            })
+            .collect();
+        dispatcher_env.push(("CLARION_APNS_SANDBOX_ENDPOINT".into(), proxied_apns.clone()));
+        dispatcher_env.extend(fcm.env());
+        dispatcher_env.push(("CLARION_EXTRA_CA_FILE".into(), ca_file.display().to_string()));
+        // The mock FCM has no quota: nothing to share out.
+        dispatcher_env.push(("CLARION_FCM_QUOTA_PER_MINUTE".into(), "0".into()));
+        dispatcher_env.push((
+            "CLARION_DISPATCH_STREAMS_PER_BATCH".into(),
+            STREAMS_PER_BATCH.to_string(),
+        ));
+        dispatcher_env.extend(args.settings.iter().cloned());
+        let mut coordinator_env: Env = vec![
+            ("CLARION_TOKENS_PER_JOB".into(), TOKENS_PER_JOB.to_string()),
+            ("CLARION_STALL_SECS".into(), STALL_SECS.to_string()),
+        ];
+        coordinator_env.extend(args.settings.iter().cloned());
+        let mut harvester_env: Env = vec![
+            ("CLARION_BATCH_SIZE".into(), BATCH_SIZE.to_string()),
+            (
+                "CLARION_HARVEST_PUBLISH_WINDOW".into(),
+                PUBLISH_WINDOW.to_string(),
+            ),
+        ];
+        harvester_env.extend(args.settings.iter().cloned());
+        let harvester_in_flight = setting(&harvester_env, "CLARION_HARVEST_WORKERS", 4)
+            * setting(&harvester_env, "CLARION_HARVEST_PUBLISH_WINDOW", 64)
+            * setting(&harvester_env, "CLARION_BATCH_SIZE", 1000);
+        let dispatcher_in_hand = setting(&dispatcher_env, "CLARION_DISPATCH_BATCH_WORKERS", 4)
+            * setting(&dispatcher_env, "CLARION_DISPATCH_PREFETCH", 1)
+            * setting(&harvester_env, "CLARION_BATCH_SIZE", 1000);
+        let bounds = Bounds {
+            harvester_in_flight,
+            dispatcher_in_hand,
+            node_in_flight: harvester_in_flight + 2 * dispatcher_in_hand,
+            pushes_in_flight: setting(&dispatcher_env, "CLARION_DISPATCH_BATCH_WORKERS", 4)
+                * setting(&dispatcher_env, "CLARION_DISPATCH_STREAMS_PER_BATCH", 500),
+        };
+
+        let namespace = format!("chaos-{}-{}", std::process::id(), kit.servers.tag());
+        let log_dir = std::env::current_exe()?
+            .parent()
+            .context("the executable has no directory")?
+            .join(format!("chaos-logs-{}", kit.servers.tag()));
+        let _ = std::fs::remove_dir_all(&log_dir);
+        let config = LocalClusterConfig {
+            database_url: kit.database_url.clone(),
+            amqp_url: kit.amqp_url.clone(),
+            namespace: namespace.clone(),
+            harvesters: 1,
+            coordinator_env: coordinator_env.clone(),
+            harvester_env: harvester_env.clone(),
+            // No dispatcher at the start: the audience has no browsers, and
+            // a web dispatcher without VAPID credentials refuses to start.
+            dispatcher_env: Env::new(),
+            log_dir: log_dir.clone(),
+        };
+        let mut cluster = LocalCluster::start(&config).await?;
+        cluster.set_dispatcher_env(dispatcher_env);
+        for platform in [Platform::Ios, Platform::Android] {
+            cluster.start_dispatcher(platform).await?;
+        }
+        println!("cluster up; logs in {}", log_dir.display());
+        let base_faults = FaultConfig {
+            latency_ms: args.mock_latency_ms,
+            ..FaultConfig::default()
+        };
+        let configuration = json!({
             "devices": args.devices,
             "ios_percent": 50,
             "harvesters": 1,
@@ -505,28 +663,37 @@ pub async fn run(args: ChaosArgs) -> Result<ChaosReport> {
             "dispatcher": [format!("CLARION_DISPATCH_STREAMS_PER_BATCH={STREAMS_PER_BATCH}")],
             "settings": env_strings(&args.settings),
             "bounds": bounds,
-        }),
-        git_commit: git_commit(),
-        started_at,
-        took_s: started.elapsed().as_secs_f64(),
-    };
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| args.out_dir.join("chaos.json"));
-    write_json(&out, &report)?;
-    println!();
-    print!("{}", markdown_table(&report.scenarios));
-    println!(
-        "\n{} of {} scenarios passed; report in {}",
-        report.passed,
-        report.scenarios.len(),
-        out.display()
-    );
-    Ok(report)
-}
+        });
+        let chaos = Chaos {
+            args: args.clone(),
+            cluster,
+            apns,
+            fcm,
+            apns_proxy,
+            token_proxy,
+            bounds,
+            base_faults,
+            kit,
+            namespace,
+            work,
+            configuration,
+        };
+        // Warm the topic count, so the send is planned from the real size.
+        let size = chaos.cluster.get(&format!("/api/v1/topics/{TOPIC}")).await?;
+        println!("topic {TOPIC}: {} subscribers", size["subscribers"]);
+        Ok(chaos)
+    }
 
-impl Chaos {
+    /// Stops the processes, removes the run's namespace (on the machine's
+    /// broker; a kit's cluster goes with it) and the mocks' files.
+    async fn stop(mut self) {
+        self.cluster.stop();
+        if self.kit.rabbit.is_none() {
+            delete_namespace(&self.kit.amqp_url, &self.namespace).await;
+        }
+        let _ = std::fs::remove_dir_all(&self.work);
+    }
+
     async fn scenario(&mut self, scenario: Scenario) -> Result<ScenarioResult> {
         if scenario == Scenario::CancelWorkersDown {
             return self.cancel_with_workers_down().await;
@@ -544,15 +711,23 @@ impl Chaos {
             _ => None,
         };
 
+        // Before a node-loss fault, an acknowledged cancel that must survive it.
+        let cancelled = if scenario.is_node_loss() {
+            Some(CancelledSend::schedule(&self.cluster, &mut notes).await?)
+        } else {
+            None
+        };
         let sent = Instant::now();
         let id = self
             .cluster
             .send(&json!({"topics": [TOPIC], "title": "Chaos", "body": scenario.name()}))
             .await?;
         let devices = self.args.devices;
-        let threshold = match scenario.target() {
-            Some(Target::Harvester) => 1,
-            _ => (devices * u64::from(self.args.fault_at_percent)).div_ceil(100),
+        let at_first_push = scenario.node_fault().is_some_and(NodeFault::at_first_push);
+        let threshold = if scenario.target() == Some(Target::Harvester) || at_first_push {
+            1
+        } else {
+            (devices * u64::from(self.args.fault_at_percent)).div_ceil(100)
         };
         let accepted_at_fault = if scenario == Scenario::Baseline {
             None
@@ -563,12 +738,31 @@ impl Chaos {
             }
             Some(at)
         };
-        let fault = self
-            .inject(scenario, &id, lock, &mut notes, &mut failures)
-            .await?;
+        let stalls = StallWatch::start([self.apns.state.clone(), self.fcm.state.clone()]);
+        let fault_at = Instant::now();
+        let fault = if let Some(fault) = scenario.node_fault() {
+            let at = format!("at {} accepted pushes", self.accepted());
+            let mocks = [self.apns.state.clone(), self.fcm.state.clone()];
+            let accepted = move || -> u64 { mocks.iter().map(|m| m.accounting.counters().accepted).sum() };
+            self.kit
+                .inject(fault, &self.namespace, &at, accepted, &mut notes)
+                .await?
+        } else {
+            self.inject(scenario, &id, lock, &mut notes, &mut failures)
+                .await?
+        };
 
         let final_status = self.wait_for_final(&id, sent, timeout).await;
         let time_to_final = final_status.as_ref().map(|(_, took)| took.as_secs_f64());
+        let fault_to_final = final_status.as_ref().map(|_| fault_at.elapsed().as_secs_f64());
+        let longest_stall = stalls.finish().await.map(|stall| stall.as_secs_f64());
+        if scenario.is_node_loss() {
+            self.kit.restore(&mut notes).await?;
+        }
+        let pushes_after_cancel = match &cancelled {
+            Some(cancelled) => cancelled.check(&self.cluster, &mut failures).await,
+            None => None,
+        };
         tokio::time::sleep(SETTLE).await;
         let status = match &final_status {
             Some((status, _)) => status.clone(),
@@ -595,8 +789,13 @@ impl Chaos {
         };
         let duplicate_bound = self.duplicate_bound(scenario);
         let bound = format!(
-            "complete, {reachable} of {reachable} delivered, duplicates ≤ {duplicate_bound} ({}), 0 panics",
-            self.bound_reason(scenario)
+            "complete, {reachable} of {reachable} delivered, duplicates ≤ {duplicate_bound} ({}), {}0 panics",
+            self.bound_reason(scenario),
+            if scenario.is_node_loss() {
+                "the cancelled send still cancelled with 0 pushes, "
+            } else {
+                ""
+            }
         );
         if final_word != "complete" {
             failures.push(format!("final status {final_word}"));
@@ -624,6 +823,7 @@ impl Chaos {
         notes.push(format!("status: {}", brief(&status)));
         Ok(ScenarioResult {
             scenario: scenario.name(),
+            run: RunOf::default(),
             fault,
             audience,
             reachable,
@@ -631,9 +831,11 @@ impl Chaos {
             delivered_percent: percent(delivered, reachable),
             duplicate_pushes: duplicates,
             duplicate_bound,
-            pushes_after_cancel: None,
+            pushes_after_cancel,
             accepted_at_fault,
             time_to_final_status_s: time_to_final,
+            fault_to_final_status_s: fault_to_final,
+            longest_stall_s: longest_stall,
             final_status: final_word,
             panics,
             bound,
@@ -873,6 +1075,7 @@ impl Chaos {
         notes.push(format!("status: {}", brief(&status)));
         Ok(ScenarioResult {
             scenario: scenario.name(),
+            run: RunOf::default(),
             fault: "harvester and both dispatchers stopped (SIGTERM); send; cancel; workers started again"
                 .into(),
             audience: status["audience"]["total"].as_u64().unwrap_or(0),
@@ -884,6 +1087,8 @@ impl Chaos {
             pushes_after_cancel: Some(after_cancel),
             accepted_at_fault: None,
             time_to_final_status_s: final_status.map(|(_, took)| took.as_secs_f64()),
+            fault_to_final_status_s: None,
+            longest_stall_s: None,
             final_status: final_word,
             panics,
             bound: "cancelled, 0 pushes after the cancel's 200, 0 panics".into(),
@@ -899,6 +1104,7 @@ impl Chaos {
         let (delivered, duplicates, answers) = self.mock_figures();
         ScenarioResult {
             scenario: scenario.name(),
+            run: RunOf::default(),
             fault: "not completed".into(),
             audience: 0,
             reachable: self.args.devices,
@@ -909,6 +1115,8 @@ impl Chaos {
             pushes_after_cancel: None,
             accepted_at_fault: None,
             time_to_final_status_s: None,
+            fault_to_final_status_s: None,
+            longest_stall_s: None,
             final_status: "unknown".into(),
             panics: 0,
             bound: String::new(),
@@ -926,6 +1134,11 @@ impl Chaos {
             Kill9DispatcherIos | Kill9DispatcherAndroid => self.bounds.dispatcher_in_hand,
             BrokerRestart => self.args.devices / 50,
             BlackHole => self.bounds.pushes_in_flight,
+            RabbitKillHarvestLeader | RabbitKillDeliverIosLeader | RabbitPartition | PostgresFailover => {
+                self.bounds.node_in_flight
+            }
+            // Each of the three restarts may make the pipeline redo what was in flight.
+            RabbitRollingRestart => 3 * self.bounds.node_in_flight,
             _ => 0,
         }
     }
@@ -937,6 +1150,11 @@ impl Chaos {
             Kill9DispatcherIos | Kill9DispatcherAndroid => "batch workers × prefetch × batch size",
             BrokerRestart => "2% of the audience",
             BlackHole => "pushes in flight: batch workers × streams per batch",
+            RabbitKillHarvestLeader | RabbitKillDeliverIosLeader | RabbitPartition | PostgresFailover => {
+                "in flight: the harvester's unconfirmed batches (workers × publish window × batch size) \
+                 plus both dispatchers' batches in hand (batch workers × prefetch × batch size)"
+            }
+            RabbitRollingRestart => "three times what is in flight: once per restarted node",
             SigtermCoordinator | SigtermHarvester | SigtermDispatcherIos | SigtermDispatcherAndroid => {
                 "a graceful shutdown finishes and acks what it holds"
             }
@@ -1030,28 +1248,8 @@ impl Chaos {
         }
     }
 
-    /// `POST …/cancel`, retried while the broker does not confirm (503).
     async fn cancel(&self, id: &str) -> Result<(StatusCode, Value)> {
-        let url = format!("{}/api/v1/notifications/{id}/cancel", self.cluster.base);
-        let mut last = (StatusCode::SERVICE_UNAVAILABLE, Value::Null);
-        for _ in 0..5 {
-            let response = self
-                .cluster
-                .http
-                .post(&url)
-                .bearer_auth(DESK_KEY)
-                .timeout(API_TIMEOUT)
-                .send()
-                .await?;
-            let code = response.status();
-            let body = response.json().await.unwrap_or(Value::Null);
-            if code != StatusCode::SERVICE_UNAVAILABLE {
-                return Ok((code, body));
-            }
-            last = (code, body);
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-        Ok(last)
+        api::cancel(&self.cluster, id).await
     }
 
     fn member(&self, target: Target) -> Result<Member> {
@@ -1295,21 +1493,30 @@ fn brief(status: &Value) -> Value {
 /// The results as a Markdown table (what the README shows).
 pub fn markdown_table(results: &[ScenarioResult]) -> String {
     let mut table = String::from(
-        "| scenario | delivered | duplicates (bound) | time to final status | final status | panics | passed |\n\
-         |---|---|---|---|---|---|---|\n",
+        "| scenario | delivered | duplicates (bound) | time to final status | fault to final (longest stall) | final status | panics | passed |\n\
+         |---|---|---|---|---|---|---|---|\n",
     );
     for r in results {
-        let delivered = match r.pushes_after_cancel {
-            Some(after) => format!("{after} pushes after the cancel"),
-            None => format!("{:.2}% ({}/{})", r.delivered_percent, r.delivered, r.reachable),
+        let delivered = match (r.pushes_after_cancel, r.final_status.as_str()) {
+            (Some(after), "cancelled") => format!("{after} pushes after the cancel"),
+            (Some(after), _) => format!(
+                "{:.2}% ({}/{}); {after} pushes of the cancelled send",
+                r.delivered_percent, r.delivered, r.reachable
+            ),
+            (None, _) => format!("{:.2}% ({}/{})", r.delivered_percent, r.delivered, r.reachable),
+        };
+        let recovery = match (r.fault_to_final_status_s, r.longest_stall_s) {
+            (Some(took), Some(stall)) => format!("{took:.1} s ({stall:.1} s)"),
+            _ => "—".to_owned(),
         };
         table.push_str(&format!(
-            "| {} | {} | {} ({}) | {} | {} | {} | {} |\n",
+            "| {} | {} | {} ({}) | {} | {} | {} | {} | {} |\n",
             r.scenario,
             delivered,
             r.duplicate_pushes,
             r.duplicate_bound,
             seconds(r.time_to_final_status_s),
+            recovery,
             r.final_status,
             r.panics,
             if r.passed { "yes" } else { "**no**" }
@@ -1344,6 +1551,11 @@ mod tests {
         let names: std::collections::HashSet<String> = Scenario::ALL.iter().map(|s| s.name()).collect();
         assert_eq!(names.len(), Scenario::ALL.len());
         assert!(names.contains("kill9-dispatcher-ios"), "{names:?}");
+        assert!(names.contains("rabbit-kill-harvest-leader"), "{names:?}");
+        // Node loss never touches the machine's services.
+        assert_eq!(Scenario::RabbitPartition.servers(), Servers::BrokerCluster);
+        assert_eq!(Scenario::PostgresFailover.servers(), Servers::PostgresPair);
+        assert_eq!(Scenario::BrokerRestart.servers(), Servers::Machine);
         for scenario in Scenario::ALL {
             if scenario.is_kill() {
                 assert!(scenario.target().is_some(), "{scenario:?}");
