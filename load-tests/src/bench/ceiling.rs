@@ -65,7 +65,7 @@ async fn apns_ceiling(mock: &ApnsMock, plan: CeilingPlan) -> Result<CeilingRun> 
     let topic = HeaderValue::from_str(&mock.bundle_id)?;
     let device = "0123456789abcdef".repeat(4);
     let uri = pool.uri(format!("/3/device/{device}"))?;
-    drive(plan, move || {
+    drive(plan, move |_| {
         let (uri, topic, authorization) = (uri.clone(), topic.clone(), token.header());
         let request = move || {
             let mut request = Request::new(());
@@ -102,7 +102,7 @@ async fn fcm_ceiling(mock: &FcmMock, plan: CeilingPlan) -> Result<CeilingRun> {
     let uri = pool
         .uri(format!("/v1/projects/{}/messages:send", mock.project_id))
         .context("the FCM URI")?;
-    drive(plan, move || {
+    drive(plan, move |_| {
         let (uri, authorization) = (uri.clone(), authorization.clone());
         let request = move || {
             let mut request = Request::new(());
@@ -132,15 +132,16 @@ fn limits(plan: CeilingPlan) -> PoolLimits {
     }
 }
 
-/// Runs `plan.requests` requests, `plan.in_flight` at a time.
-async fn drive<F, Fut>(plan: CeilingPlan, request: F) -> Result<CeilingRun>
+/// Runs `plan.requests` requests (`request(n)` for the n-th),
+/// `plan.in_flight` at a time; counts those that returned true.
+pub(crate) async fn drive<F, Fut>(plan: CeilingPlan, request: F) -> Result<CeilingRun>
 where
-    F: Fn() -> Fut,
+    F: Fn(u64) -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
     let started = Instant::now();
     let accepted = futures::stream::iter(0..plan.requests)
-        .map(|_| request())
+        .map(&request)
         .buffer_unordered(plan.in_flight.max(1))
         .filter(|ok| std::future::ready(*ok))
         .count()

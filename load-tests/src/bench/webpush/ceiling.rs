@@ -6,18 +6,17 @@
 //! request on Clarion's own transport.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use clarion_dispatcher::http2::{Http2Pool, Liveness, PoolLimits, client_config};
 use clarion_dispatcher::webpush::vapid::Vapid;
 use clarion_proto::web_push::base64url_decode;
-use futures::StreamExt;
 use http::{HeaderName, HeaderValue, Method, Request, Uri};
 use serde_json::json;
 
-use crate::bench::ceiling::{CEILING_NOTIFICATION_ID, CeilingPlan, CeilingRun};
+use crate::bench::ceiling::{CEILING_NOTIFICATION_ID, CeilingPlan, CeilingRun, drive};
 use crate::mocks::WebPushMock;
 
 /// Distinct seeded browsers pushed to, in turn.
@@ -61,47 +60,35 @@ pub async fn measure(mock: &WebPushMock, plan: CeilingPlan) -> Result<CeilingRun
     .to_string()
     .into_bytes();
 
-    let started = Instant::now();
-    let accepted = futures::stream::iter(0..plan.requests)
-        .map(|n| {
-            let (pool, targets, authorization) = (pool.clone(), targets.clone(), authorization.clone());
-            let plaintext = plaintext.clone();
-            async move {
-                let target = &targets[n as usize % targets.len()];
-                let Ok(body) = web_push_native::encrypt(plaintext, &target.key, &target.auth) else {
-                    return false;
-                };
-                let request = || {
-                    let mut request = Request::new(());
-                    *request.method_mut() = Method::POST;
-                    *request.uri_mut() = target.uri.clone();
-                    let headers = request.headers_mut();
-                    headers.insert(http::header::AUTHORIZATION, authorization.clone());
-                    headers.insert(
-                        http::header::CONTENT_ENCODING,
-                        HeaderValue::from_static("aes128gcm"),
-                    );
-                    headers.insert(HeaderName::from_static("ttl"), HeaderValue::from_static("3600"));
-                    headers.insert(
-                        HeaderName::from_static("urgency"),
-                        HeaderValue::from_static("high"),
-                    );
-                    request
-                };
-                pool.send(request, Bytes::from(body))
-                    .await
-                    .is_ok_and(|r| r.status == 201)
-            }
-        })
-        .buffer_unordered(plan.in_flight.max(1))
-        .filter(|ok| std::future::ready(*ok))
-        .count()
-        .await as u64;
-    let seconds = started.elapsed().as_secs_f64();
-    Ok(CeilingRun {
-        requests: plan.requests,
-        accepted,
-        seconds,
-        per_s: accepted as f64 / seconds.max(1e-9),
+    drive(plan, |n| {
+        let (pool, targets, authorization) = (pool.clone(), targets.clone(), authorization.clone());
+        let plaintext = plaintext.clone();
+        async move {
+            let target = &targets[n as usize % targets.len()];
+            let Ok(body) = web_push_native::encrypt(plaintext, &target.key, &target.auth) else {
+                return false;
+            };
+            let request = || {
+                let mut request = Request::new(());
+                *request.method_mut() = Method::POST;
+                *request.uri_mut() = target.uri.clone();
+                let headers = request.headers_mut();
+                headers.insert(http::header::AUTHORIZATION, authorization.clone());
+                headers.insert(
+                    http::header::CONTENT_ENCODING,
+                    HeaderValue::from_static("aes128gcm"),
+                );
+                headers.insert(HeaderName::from_static("ttl"), HeaderValue::from_static("3600"));
+                headers.insert(
+                    HeaderName::from_static("urgency"),
+                    HeaderValue::from_static("high"),
+                );
+                request
+            };
+            pool.send(request, Bytes::from(body))
+                .await
+                .is_ok_and(|r| r.status == 201)
+        }
     })
+    .await
 }
