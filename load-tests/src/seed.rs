@@ -54,9 +54,13 @@ pub struct SeedReport {
 }
 
 pub async fn connect(url: &str) -> Result<Client> {
-    let (client, connection) = tokio_postgres::connect(url, NoTls)
-        .await
-        .with_context(|| format!("connecting to {}", redact(url)))?;
+    let (client, connection) = tokio_postgres::connect(url, NoTls).await.with_context(|| {
+        format!(
+            "connecting to {} (on a new machine, `./scripts/demo` or `./scripts/test` starts \
+                 PostgreSQL and creates the `clarion` role once)",
+            redact(url)
+        )
+    })?;
     tokio::spawn(connection);
     Ok(client)
 }
