@@ -226,21 +226,23 @@ pub async fn run(args: RunArgs) -> Result<Report> {
     let load_average_before = super::load_average();
     let mocks = super::start_mocks(&work).await?;
     let (apns, fcm) = (&mocks.apns, &mocks.fcm);
+    // The web dispatcher always runs; the mock knows browsers only with a
+    // web share.
     let web = match args.web_percent {
         0 => None,
-        _ => Some(
-            super::webpush::share::start_mock(
-                &work,
+        _ => {
+            super::webpush::share::prepare_mock(
+                &mocks.web,
                 &args.audience.database_url,
                 shape,
                 args.audience.devices,
                 args.apps,
                 args.decrypt_one_in,
             )
-            .await?,
-        ),
+            .await?;
+            Some(&*mocks.web)
+        }
     };
-    let web = web.as_deref();
     let dead = FaultConfig {
         dead_prefixes: vec![crate::audience::DEAD_PREFIX.into()],
         ..FaultConfig::default()
@@ -294,15 +296,6 @@ pub async fn run(args: RunArgs) -> Result<Report> {
     }
 
     let mut dispatcher_env = mocks.dispatcher_env(&work)?;
-    if let Some(web) = web {
-        // The seeded browsers' mock stands in for the idle one: its CA joins
-        // the others' in the dispatchers' extra CA file, its settings come
-        // last (the last value of a variable is the one a process gets).
-        let ca_file = work.join("extra-ca.pem");
-        let bundle = std::fs::read_to_string(&ca_file)? + &std::fs::read_to_string(&web.ca_file)?;
-        std::fs::write(&ca_file, bundle)?;
-        dispatcher_env.extend(web.env());
-    }
     let mut extra: Env = args.settings.clone();
     if args.apps > 1 {
         // Every app but `default` in the apps file, all on the same mocks.

@@ -1,30 +1,27 @@
 //! The web share of a 90in2 send (`clarion-bench run --web-percent`): the
-//! mock web push service its browsers are subscribed on, and the ideal
+//! mock web push service readied for its browsers, and the ideal
 //! time of a send whose platforms each have their own ceiling.
 
 use anyhow::Result;
 
 use crate::audience::AudienceShape;
-use crate::mocks::{FaultConfig, OnOwnThread, WebPushMock, WebPushMockConfig, start_on_own_thread};
+use crate::mocks::{FaultConfig, WebPushMock};
 use crate::seed::{SeedPlan, connect, seed_web_subscriptions};
 
-/// The mock web push service on a thread of its own (`mock-webpush`, so
-/// the benchmark counts its CPU with the other mocks'), knowing every
-/// seeded browser, keeping no push, opening one in `decrypt_one_in`, and
-/// `shape`'s browsers subscribed on it (written now: its port is new).
-pub async fn start_mock(
-    work: &std::path::Path,
+/// Readies the benchmark's mock web push service for a web share: it
+/// knows every seeded browser, opens one push in `decrypt_one_in`, answers
+/// the dead ones 410, and `shape`'s browsers are subscribed on it (written
+/// now: its port is new each run).
+pub async fn prepare_mock(
+    mock: &WebPushMock,
     database_url: &str,
     shape: AudienceShape,
     devices: u64,
     apps: u32,
     decrypt_one_in: u32,
-) -> Result<OnOwnThread<WebPushMock>> {
-    let config = WebPushMockConfig::local(work.to_path_buf());
-    let mock = start_on_own_thread("mock-webpush", || WebPushMock::start(config)).await?;
+) -> Result<()> {
     mock.accept_seeded()?;
     mock.decrypt_one_in(decrypt_one_in);
-    mock.state.set_keeping(false);
     mock.state.faults.set(FaultConfig {
         dead_prefixes: vec![crate::audience::DEAD_PREFIX.into()],
         ..FaultConfig::default()
@@ -41,7 +38,7 @@ pub async fn start_mock(
         "{browsers} browsers subscribed on the mock web push service {}",
         mock.origin
     );
-    Ok(mock)
+    Ok(())
 }
 
 /// The least time in which pushes at each platform's ceiling reach
