@@ -144,25 +144,13 @@ impl PushChannel for WebPushChannel {
             };
         };
         let request = || {
-            let mut request = Request::new(());
-            *request.method_mut() = Method::POST;
-            *request.uri_mut() = uri.clone();
-            let headers = request.headers_mut();
-            headers.insert(http::header::AUTHORIZATION, authorization.clone());
-            headers.insert(
-                http::header::CONTENT_ENCODING,
-                HeaderValue::from_static("aes128gcm"),
-            );
-            headers.insert(
-                http::header::CONTENT_TYPE,
-                HeaderValue::from_static("application/octet-stream"),
-            );
-            headers.insert(HeaderName::from_static("ttl"), prepared.ttl.clone());
-            headers.insert(HeaderName::from_static("urgency"), prepared.urgency.clone());
-            if let Some(topic) = &prepared.topic {
-                headers.insert(HeaderName::from_static("topic"), topic.clone());
-            }
-            request
+            push_request(
+                &uri,
+                &authorization,
+                &prepared.ttl,
+                &prepared.urgency,
+                prepared.topic.as_ref(),
+            )
         };
         match pool.send(request, body).await {
             Ok(response) => errors::classify(response.status, &response.headers),
@@ -180,4 +168,35 @@ impl PushChannel for WebPushChannel {
     async fn reauthenticate(&self) {
         self.vapid.forget();
     }
+}
+
+/// One push's request head (RFC 8030 and 8292): `POST` to the
+/// subscription's endpoint with the VAPID `Authorization`, an `aes128gcm`
+/// body and its `TTL`, `Urgency` and, when given, `Topic`.
+pub fn push_request(
+    uri: &Uri,
+    authorization: &HeaderValue,
+    ttl: &HeaderValue,
+    urgency: &HeaderValue,
+    topic: Option<&HeaderValue>,
+) -> Request<()> {
+    let mut request = Request::new(());
+    *request.method_mut() = Method::POST;
+    *request.uri_mut() = uri.clone();
+    let headers = request.headers_mut();
+    headers.insert(http::header::AUTHORIZATION, authorization.clone());
+    headers.insert(
+        http::header::CONTENT_ENCODING,
+        HeaderValue::from_static("aes128gcm"),
+    );
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    headers.insert(HeaderName::from_static("ttl"), ttl.clone());
+    headers.insert(HeaderName::from_static("urgency"), urgency.clone());
+    if let Some(topic) = topic {
+        headers.insert(HeaderName::from_static("topic"), topic.clone());
+    }
+    request
 }

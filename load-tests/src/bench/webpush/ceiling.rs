@@ -11,9 +11,10 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use clarion_dispatcher::http2::{Http2Pool, Liveness, PoolLimits, client_config};
+use clarion_dispatcher::webpush::push_request;
 use clarion_dispatcher::webpush::vapid::Vapid;
 use clarion_proto::web_push::base64url_decode;
-use http::{HeaderName, HeaderValue, Method, Request, Uri};
+use http::{HeaderValue, Uri};
 use serde_json::json;
 
 use crate::bench::ceiling::{CEILING_NOTIFICATION_ID, CeilingPlan, CeilingRun, drive};
@@ -68,23 +69,8 @@ pub async fn measure(mock: &WebPushMock, plan: CeilingPlan) -> Result<CeilingRun
             let Ok(body) = web_push_native::encrypt(plaintext, &target.key, &target.auth) else {
                 return false;
             };
-            let request = || {
-                let mut request = Request::new(());
-                *request.method_mut() = Method::POST;
-                *request.uri_mut() = target.uri.clone();
-                let headers = request.headers_mut();
-                headers.insert(http::header::AUTHORIZATION, authorization.clone());
-                headers.insert(
-                    http::header::CONTENT_ENCODING,
-                    HeaderValue::from_static("aes128gcm"),
-                );
-                headers.insert(HeaderName::from_static("ttl"), HeaderValue::from_static("3600"));
-                headers.insert(
-                    HeaderName::from_static("urgency"),
-                    HeaderValue::from_static("high"),
-                );
-                request
-            };
+            let (ttl, urgency) = (HeaderValue::from_static("3600"), HeaderValue::from_static("high"));
+            let request = || push_request(&target.uri, &authorization, &ttl, &urgency, None);
             pool.send(request, Bytes::from(body))
                 .await
                 .is_ok_and(|r| r.status == 201)
