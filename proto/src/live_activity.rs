@@ -133,6 +133,59 @@ pub struct ActivityAlert {
     pub body: String,
 }
 
+/// A Live Activity's start push, carried by its notification
+/// ([`crate::Notification::live_activity`]): set by the coordinator when the
+/// last of the activity's channels has its id, never read from the API.
+///
+/// - The harvest reads only iOS `push_to_start` tokens whose
+///   `attributes_type` equals this one (alerts read `device` tokens only).
+/// - The iOS dispatcher sends each token `apns-push-type: liveactivity` on
+///   topic `<bundle>.push-type.liveactivity` with the [`StartBody`] of the
+///   batch's environment (its channel id in `input-push-channel`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LiveActivityStart {
+    pub activity_id: Uuid,
+    pub attributes_type: String,
+    pub attributes: Value,
+    pub content_state: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert: Option<ActivityAlert>,
+    pub timestamp: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_date: Option<i64>,
+    /// Apple's channel id in production, when the activity has one there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub production_channel: Option<String>,
+    /// Apple's channel id in the sandbox, when the activity has one there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_channel: Option<String>,
+}
+
+impl LiveActivityStart {
+    /// The channel of one APNs environment; a batch of an environment
+    /// without one is not sent (the coordinator creates a channel for each
+    /// environment among the activity's tokens before the start).
+    pub fn channel(&self, environment: ApnsEnvironment) -> Option<&str> {
+        match environment {
+            ApnsEnvironment::Production => self.production_channel.as_deref(),
+            ApnsEnvironment::Sandbox => self.sandbox_channel.as_deref(),
+        }
+    }
+
+    /// The start push's body for one environment's channel.
+    pub fn body<'a>(&'a self, channel_id: &'a str) -> StartBody<'a> {
+        StartBody {
+            attributes_type: &self.attributes_type,
+            attributes: &self.attributes,
+            content_state: &self.content_state,
+            alert: self.alert.as_ref(),
+            timestamp: self.timestamp,
+            stale_date: self.stale_date,
+            channel_id,
+        }
+    }
+}
+
 /// The `aps` body of a start push (sent to push-to-start tokens through
 /// the normal pipeline, one body per APNs environment for its channel id).
 pub struct StartBody<'a> {

@@ -31,6 +31,10 @@ pub mod message_types {
     pub const DELIVERY_REPORT: &str = "delivery_report";
     pub const TOKEN_CLEANUP: &str = "token_cleanup";
     pub const CONTROL: &str = "control";
+    /// [`crate::live_activity::ChannelCommand`], coordinator → iOS dispatcher.
+    pub const CHANNEL_COMMAND: &str = "channel_command";
+    /// [`crate::live_activity::ChannelReport`], iOS dispatcher → coordinator.
+    pub const CHANNEL_REPORT: &str = "channel_report";
 }
 
 /// Routing keys on the reports exchange.
@@ -41,6 +45,12 @@ pub mod routing_keys {
     pub const DELIVERY_REPORT: &str = "delivery";
     /// [`crate::TokenCleanup`]s, dispatcher → coordinator.
     pub const TOKEN_CLEANUP: &str = "cleanup";
+    /// [`crate::live_activity::ChannelReport`]s, iOS dispatcher →
+    /// coordinator, on the reports exchange into the reports queue.
+    pub const CHANNEL_REPORT: &str = "channel";
+    /// [`crate::live_activity::ChannelCommand`]s on the deliver exchange
+    /// into [`crate::Names::channel_command_queue`].
+    pub const CHANNEL_COMMAND: &str = "ios.channels";
     /// Shard jobs on the harvest exchange.
     pub const SHARD_JOB: &str = "job";
 }
@@ -106,6 +116,13 @@ impl Names {
     /// Quorum queue a platform's dispatchers consume.
     pub fn deliver_queue(&self, platform: Platform) -> String {
         self.name(&format!("deliver.{platform}"))
+    }
+
+    /// Quorum queue the iOS dispatchers read Live Activity channel commands
+    /// from (create a channel, broadcast, delete a channel): apart from the
+    /// token batches, so an update never waits behind a send's backlog.
+    pub fn channel_command_queue(&self) -> String {
+        self.name("deliver.ios.channels")
     }
 
     /// Direct exchange for job reports, delivery reports and cleanups.

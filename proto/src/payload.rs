@@ -155,6 +155,11 @@ pub struct Notification {
     /// browser on battery may hold it back.
     #[serde(default, skip_serializing_if = "is_false")]
     pub bulk: bool,
+    /// A Live Activity's start push (issue 38): set by the coordinator when
+    /// it accepts an activity's start, never read from the API. It sends
+    /// only to iOS `push_to_start` tokens of its `attributes_type`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_activity: Option<crate::live_activity::LiveActivityStart>,
 }
 
 fn is_false(flag: &bool) -> bool {
@@ -268,6 +273,7 @@ impl Notification {
             localizations: BTreeMap::new(),
             web: None,
             bulk: false,
+            live_activity: None,
         }
     }
 

@@ -273,6 +273,8 @@ impl SendRequest {
             web: self.web,
             // Set by the job relay from the lane it releases the job in.
             bulk: false,
+            // Set only when an activity's start push is accepted.
+            live_activity: None,
             localizations: self
                 .localizations
                 .into_iter()

@@ -2,10 +2,11 @@
 //! link on each new connection, before any channel of it is used, so
 //! start-up order does not matter.
 //!
-//! - Work queues (`harvest.jobs`, `deliver.<platform>`, `reports`, `cleanup`)
-//!   are durable quorum queues. After [`DELIVERY_LIMIT`] deliveries a message
-//!   is dead-lettered, at-least-once, to the dead-letter exchange with the
-//!   name of its queue as routing key.
+//! - Work queues (`harvest.jobs`, `deliver.<platform>`,
+//!   `deliver.ios.channels`, `reports`, `cleanup`) are durable quorum
+//!   queues. After [`DELIVERY_LIMIT`] deliveries a message is dead-lettered,
+//!   at-least-once, to the dead-letter exchange with the name of its queue
+//!   as routing key.
 //! - Each work queue has a `<queue>.dead` queue that keeps what it gave up.
 //! - Everything dead-lettered (shard jobs, token batches, reports,
 //!   cleanups) is also copied to the watch queue, which the coordinator
@@ -75,10 +76,15 @@ pub fn queues(names: &Names) -> Vec<QueueSpec> {
         ));
     }
     work_queues.push(work(
+        names.channel_command_queue(),
+        vec![(names.deliver_exchange(), routing_keys::CHANNEL_COMMAND)],
+    ));
+    work_queues.push(work(
         names.reports_queue(),
         vec![
             (names.reports_exchange(), routing_keys::JOB_REPORT),
             (names.reports_exchange(), routing_keys::DELIVERY_REPORT),
+            (names.reports_exchange(), routing_keys::CHANNEL_REPORT),
         ],
     ));
     work_queues.push(work(
@@ -97,6 +103,7 @@ pub fn queues(names: &Names) -> Vec<QueueSpec> {
     }
     let mut watched = vec![(dlx.clone(), names.harvest_queue())];
     watched.extend(Platform::ALL.map(|platform| (dlx.clone(), names.deliver_queue(platform))));
+    watched.push((dlx.clone(), names.channel_command_queue()));
     watched.push((dlx.clone(), names.reports_queue()));
     watched.push((dlx.clone(), names.cleanup_queue()));
     all.push(QueueSpec {
@@ -208,8 +215,9 @@ mod tests {
         let names = Names::new("t");
         let all = queues(&names);
         let work: Vec<&QueueSpec> = all.iter().filter(|q| q.kind == QueueKind::Work).collect();
-        // harvest.jobs, one deliver queue per platform, reports, cleanup.
-        assert_eq!(work.len(), 3 + Platform::ALL.len());
+        // harvest.jobs, one deliver queue per platform, the Live Activity
+        // channel commands, reports, cleanup.
+        assert_eq!(work.len(), 4 + Platform::ALL.len());
         for queue in &work {
             let dead = names.dead_letter_queue(&queue.name);
             assert!(all.iter().any(|q| q.name == dead), "{dead}");
@@ -226,6 +234,7 @@ mod tests {
                 "t.deliver.ios",
                 "t.deliver.android",
                 "t.deliver.web",
+                "t.deliver.ios.channels",
                 "t.reports",
                 "t.cleanup"
             ]
