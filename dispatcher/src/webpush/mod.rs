@@ -1,9 +1,10 @@
 //! Delivery to browsers: Web Push (RFC 8030) to each subscription's push
-//! service, the message encrypted as RFC 8291 says (`aes128gcm`, by the
-//! `web-push-native` crate) and signed with VAPID (RFC 8292), over
+//! service, the message encrypted as RFC 8291 says (`aes128gcm`, on
+//! aws-lc-rs: [`encrypt`]) and signed with VAPID (RFC 8292), over
 //! Clarion's pooled HTTP/2 transport, one pool per push-service origin.
 
 pub mod channel_error;
+pub mod encrypt;
 pub mod errors;
 pub mod message;
 pub mod settings;
@@ -79,9 +80,10 @@ impl WebPushChannel {
         let uri: Uri = subscription.endpoint.parse().map_err(|_| "bad_endpoint")?;
         let key = subscription.public_key().map_err(|_| "bad_key")?;
         let auth = subscription.auth_secret().map_err(|_| "bad_key")?;
-        let public = web_push_native::p256::PublicKey::from_sec1_bytes(&key).map_err(|_| "bad_key")?;
-        let auth = web_push_native::Auth::clone_from_slice(&auth);
-        let body = web_push_native::encrypt(plaintext.to_vec(), &public, &auth).map_err(|_| "encryption")?;
+        let body = encrypt::encrypt(plaintext, &key, &auth).map_err(|err| match err {
+            encrypt::EncryptError::BadKey => "bad_key",
+            encrypt::EncryptError::TooLong | encrypt::EncryptError::Library => "encryption",
+        })?;
         Ok((uri, origin, Bytes::from(body)))
     }
 }

@@ -1,7 +1,7 @@
 //! The web share's ceiling: a minimal encrypting client, with no pipeline
 //! around it (no queues, batches or reports), driving the mock web push
 //! service. Each push is what a push needs and nothing more: the message
-//! encrypted for its subscription (RFC 8291, the dispatcher's crate), the
+//! encrypted for its subscription (RFC 8291, the dispatcher's code), the
 //! VAPID header (cached per origin, as the dispatcher's), one HTTP/2
 //! request on Clarion's own transport.
 
@@ -11,9 +11,10 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use clarion_dispatcher::http2::{Http2Pool, Liveness, PoolLimits, client_config};
+use clarion_dispatcher::webpush::encrypt::encrypt;
 use clarion_dispatcher::webpush::push_request;
 use clarion_dispatcher::webpush::vapid::Vapid;
-use clarion_proto::web_push::base64url_decode;
+use clarion_proto::web_push::{AUTH_BYTES, P256DH_BYTES, base64url_decode};
 use http::{HeaderValue, Uri};
 use serde_json::json;
 
@@ -26,8 +27,8 @@ const SUBSCRIPTIONS: usize = 64;
 /// One browser: where to push and its keys.
 struct Target {
     uri: Uri,
-    key: web_push_native::p256::PublicKey,
-    auth: web_push_native::Auth,
+    key: [u8; P256DH_BYTES],
+    auth: [u8; AUTH_BYTES],
 }
 
 pub async fn measure(mock: &WebPushMock, plan: CeilingPlan) -> Result<CeilingRun> {
@@ -50,8 +51,10 @@ pub async fn measure(mock: &WebPushMock, plan: CeilingPlan) -> Result<CeilingRun
             let auth = base64url_decode(&s.auth).context("base64url")?;
             Ok(Target {
                 uri: s.endpoint.parse()?,
-                key: web_push_native::p256::PublicKey::from_sec1_bytes(&key).context("on P-256")?,
-                auth: web_push_native::Auth::clone_from_slice(&auth),
+                key: key.try_into().map_err(|_| anyhow::anyhow!("a 65-byte key"))?,
+                auth: auth
+                    .try_into()
+                    .map_err(|_| anyhow::anyhow!("a 16-byte auth secret"))?,
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -66,7 +69,7 @@ pub async fn measure(mock: &WebPushMock, plan: CeilingPlan) -> Result<CeilingRun
         let plaintext = plaintext.clone();
         async move {
             let target = &targets[n as usize % targets.len()];
-            let Ok(body) = web_push_native::encrypt(plaintext, &target.key, &target.auth) else {
+            let Ok(body) = encrypt(&plaintext, &target.key, &target.auth) else {
                 return false;
             };
             let (ttl, urgency) = (HeaderValue::from_static("3600"), HeaderValue::from_static("high"));

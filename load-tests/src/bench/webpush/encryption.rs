@@ -2,14 +2,15 @@
 //! 8291), read from the criterion benchmark's last run
 //! (`dispatcher/benches/webpush_encryption.rs`, `webpush_cpu/per_message`)
 //! and measured again here, in the same run, with the same code (the
-//! subscription's key decoded, then `web_push_native::encrypt`) on one
-//! thread's CPU clock.
+//! subscription's key and auth secret decoded, then the dispatcher's
+//! `webpush::encrypt`) on one thread's CPU clock.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use clarion_proto::web_push::base64url_decode;
+use clarion_dispatcher::webpush::encrypt::encrypt;
+use clarion_proto::{WebSubscription, WebSubscriptionKeys};
 use serde::Serialize;
 
 use crate::mocks::WebPushMock;
@@ -50,9 +51,14 @@ pub fn default_criterion_file() -> PathBuf {
 
 pub async fn measure(mock: &WebPushMock, criterion_file: &Path) -> Result<EncryptionCost> {
     let subscription = mock.seeded_subscription("webpushencryption01")?;
-    let key = base64url_decode(&subscription.p256dh).context("the seeded key")?;
-    let auth = base64url_decode(&subscription.auth).context("the seeded auth secret")?;
-    let (cpu, messages) = tokio::task::spawn_blocking(move || encrypt_for_a_while(&key, &auth)).await??;
+    let subscription = WebSubscription {
+        endpoint: subscription.endpoint,
+        keys: WebSubscriptionKeys {
+            p256dh: subscription.p256dh,
+            auth: subscription.auth,
+        },
+    };
+    let (cpu, messages) = tokio::task::spawn_blocking(move || encrypt_for_a_while(&subscription)).await??;
     Ok(EncryptionCost {
         criterion_cpu_us_per_message: read_criterion(criterion_file),
         criterion_file: criterion_file.to_owned(),
@@ -61,7 +67,7 @@ pub async fn measure(mock: &WebPushMock, criterion_file: &Path) -> Result<Encryp
     })
 }
 
-fn encrypt_for_a_while(key: &[u8], auth: &[u8]) -> Result<(Duration, u64)> {
+fn encrypt_for_a_while(subscription: &WebSubscription) -> Result<(Duration, u64)> {
     let plaintext = serde_json::json!({
         "title": "Benchmark", "body": "dispatcher alone",
         "notification_id": crate::bench::ceiling::CEILING_NOTIFICATION_ID,
@@ -72,11 +78,10 @@ fn encrypt_for_a_while(key: &[u8], auth: &[u8]) -> Result<(Duration, u64)> {
     let before = thread_cpu();
     let mut messages = 0;
     while messages < ITERATIONS && started.elapsed() < MAX_TIME {
-        let public = web_push_native::p256::PublicKey::from_sec1_bytes(std::hint::black_box(key))
-            .context("the seeded key is on P-256")?;
-        let auth = web_push_native::Auth::clone_from_slice(auth);
-        let body = web_push_native::encrypt(plaintext.clone(), &public, &auth)
-            .map_err(|err| anyhow::anyhow!("encrypting: {err:?}"))?;
+        let subscription = std::hint::black_box(subscription);
+        let key = subscription.public_key().context("the seeded key is on P-256")?;
+        let auth = subscription.auth_secret().context("the seeded auth secret")?;
+        let body = encrypt(&plaintext, &key, &auth).context("encrypting")?;
         std::hint::black_box(body);
         messages += 1;
     }

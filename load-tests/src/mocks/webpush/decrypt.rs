@@ -1,11 +1,11 @@
 //! Opening a push message as the browser does: RFC 8291 (Message
 //! Encryption for Web Push) over RFC 8188's `aes128gcm` content coding.
 //!
-//! Written for the mock on aws-lc-rs's ECDH, HKDF and AES-GCM, so that the
-//! dispatcher's encryption (the `web-push-native` crate on RustCrypto) is
-//! checked by another implementation of both the composition and the
-//! primitives: a message this opens was encrypted as the RFCs say, not
-//! merely as the dispatcher's own crate would read it back.
+//! Written for the mock on aws-lc-rs's ECDH, HKDF and AES-GCM, apart from
+//! the dispatcher's encryption (`clarion_dispatcher::webpush::encrypt`), so
+//! the two compositions check each other; the dispatcher's is also checked
+//! against RFC 8291's example and `web-push-native`'s decryption (another
+//! composition on RustCrypto's primitives).
 
 use aws_lc_rs::aead::{AES_128_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
 use aws_lc_rs::agreement::{self, ECDH_P256, PrivateKey, UnparsedPublicKey};

@@ -106,16 +106,13 @@ mod tests {
             subscription.endpoint,
             "https://127.0.0.1:4433/push/web0123456789abcdef"
         );
-        // Encrypted by the dispatcher's crate to the subscription as stored.
-        let public = web_push_native::p256::PublicKey::from_sec1_bytes(
-            &base64url_decode(&subscription.p256dh).expect("base64url"),
-        )
-        .expect("on P-256");
+        // Encrypted by the dispatcher's code to the subscription as stored.
+        let key = base64url_decode(&subscription.p256dh).expect("base64url");
         let auth = base64url_decode(&subscription.auth).expect("base64url");
-        let body = web_push_native::encrypt(
-            b"seeded".to_vec(),
-            &public,
-            &web_push_native::Auth::clone_from_slice(&auth),
+        let body = clarion_dispatcher::webpush::encrypt::encrypt(
+            b"seeded",
+            &key.try_into().expect("65 bytes"),
+            &auth.try_into().expect("16 bytes"),
         )
         .expect("encrypts");
         let opened = decrypt(keys.keys_of(&subscription.token), &body);
