@@ -261,6 +261,11 @@ async fn channel_commands_create_broadcast_and_delete_at_apple_and_report_each_o
     let mut expected = vec![channel.clone(), sandbox.clone()];
     expected.sort();
     assert_eq!(at_apple, expected, "one channel per create");
+    assert_eq!(
+        apns.channels.storage_policy(&channel),
+        Some(1),
+        "most-recent is Apple's 1"
+    );
 
     for (home, timestamp) in [(1, 1_800_000_001), (2, 1_800_000_002)] {
         let outcome = wire

@@ -314,6 +314,16 @@ impl BroadcastChannels {
             .map(|channel| channel.updates.clone())
     }
 
+    /// The `message-storage-policy` channel `id` was created with (`None`:
+    /// no such channel, or deleted).
+    pub fn storage_policy(&self, id: &str) -> Option<u64> {
+        self.channels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .map(|channel| channel.storage_policy)
+    }
+
     /// The channels that exist now.
     pub fn channel_ids(&self) -> Vec<String> {
         self.channels
