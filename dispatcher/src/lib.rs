@@ -1,6 +1,8 @@
 //! Clarion's dispatcher: consumes one platform's token batches and pushes
 //! every token over persistent HTTP/2 connections to APNs ([`apns`]) or FCM
-//! ([`fcm`]), behind one small trait ([`channel::PushChannel`]).
+//! ([`fcm`]), behind one small trait ([`channel::PushChannel`]). The iOS
+//! dispatcher also carries out the Live Activity channel commands
+//! ([`handlers::channel_commands`]) with the same APNs clients.
 //! Dispatchers never touch the database.
 //!
 //! The batch consumers, the broker link and the publisher live on one
