@@ -7,10 +7,8 @@
 
 use bytes::Bytes;
 use clarion_proto::live_activity::{LiveActivityError, LiveActivityStart};
-use clarion_proto::payload::NOTIFICATION_ID_KEY;
 use clarion_proto::{ApnsEnvironment, TokenBatch};
 use http::{HeaderMap, HeaderValue};
-use serde_json::Value;
 
 use super::payload::PreparedApns;
 
@@ -49,13 +47,7 @@ pub fn prepare_start(
             activity: start.activity_id,
             environment: batch.environment,
         })?;
-    let mut body = start.body(channel).to_json()?;
-    if let Value::Object(fields) = &mut body {
-        fields.insert(
-            NOTIFICATION_ID_KEY.into(),
-            Value::String(batch.batch_id.notification_id.to_string()),
-        );
-    }
+    let body = start.body(channel).to_push_json(batch.batch_id.notification_id)?;
     let mut headers = HeaderMap::new();
     headers.insert("apns-topic", topic.clone());
     headers.insert("apns-push-type", HeaderValue::from_static("liveactivity"));
@@ -76,7 +68,7 @@ pub fn prepare_start(
 mod tests {
     use super::*;
     use clarion_proto::{BatchId, Notification, Platform, WireVersion};
-    use serde_json::json;
+    use serde_json::{Value, json};
     use uuid::Uuid;
 
     fn start() -> LiveActivityStart {
