@@ -80,6 +80,11 @@ pub trait PushChannel: Sized + Send + Sync + 'static {
     /// prepared anew.
     const PREPARED_PER_TARGET: bool = true;
 
+    /// Whether the channel sends Live Activity start pushes (a batch whose
+    /// notification carries one); any other channel counts such a batch
+    /// failed without a push.
+    const LIVE_ACTIVITIES: bool = false;
+
     /// Why the channel cannot be built, or a push prepared.
     type Error: std::error::Error + Send + Sync + 'static;
 

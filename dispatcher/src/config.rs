@@ -105,6 +105,17 @@ pub struct DeliverySettings {
     )]
     pub batch_workers: u16,
 
+    /// Live Activity channel commands (create a channel, broadcast, delete
+    /// a channel) an iOS dispatcher carries out at once: one consumer each
+    /// of the channel-command queue, one command in hand each.
+    #[arg(
+        long = "dispatch-channel-workers",
+        env = "CLARION_DISPATCH_CHANNEL_WORKERS",
+        default_value_t = 2,
+        value_parser = clap::value_parser!(u16).range(1..=64)
+    )]
+    pub channel_workers: u16,
+
     /// Batches each worker takes from the broker ahead of time.
     #[arg(
         long = "dispatch-prefetch",

@@ -49,6 +49,31 @@ pub struct Limits {
     pub retry_after_max: Duration,
 }
 
+impl Limits {
+    /// Full-jitter exponential backoff for attempt `attempt` (1-based).
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let ceiling = self
+            .retry_base
+            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1).min(20)))
+            .min(self.retry_max);
+        let jitter: f64 = rand::rng().random_range(0.5..=1.0);
+        ceiling.mul_f64(jitter)
+    }
+
+    /// How long to wait before attempt `attempt + 1` after an answer that
+    /// named `after` (`Retry-After`), capped.
+    pub fn delay(&self, attempt: u32, after: Option<Duration>) -> Duration {
+        retry_delay(after, self.backoff(attempt), self.retry_after_max)
+    }
+
+    /// Whether a request that had `attempts` attempts, the first `elapsed`
+    /// ago, may not wait `delay` for another: the attempts are spent and
+    /// the retry window would be over by then.
+    pub fn given_up(&self, attempts: u32, elapsed: Duration, delay: Duration) -> bool {
+        attempts >= self.max_attempts && elapsed + delay >= self.retry_window
+    }
+}
+
 /// What became of a batch.
 #[derive(Debug, Clone, Default)]
 pub struct BatchOutcome {
@@ -133,6 +158,16 @@ impl<C: PushChannel> Deliverer<C> {
         }
         if Utc::now() >= expires_at {
             outcome.counts.expired = tokens;
+            return outcome;
+        }
+        if batch.notification.live_activity.is_some() && !C::LIVE_ACTIVITIES {
+            tracing::error!(
+                notification.id = %id,
+                platform = %batch.platform,
+                "a Live Activity start batch for a platform without Live Activities; its pushes count as failed"
+            );
+            outcome.counts.failed = tokens;
+            outcome.failures.insert("live_activity_unsupported", tokens);
             return outcome;
         }
         let app = &batch.notification.app;
@@ -271,14 +306,14 @@ impl<C: PushChannel> Deliverer<C> {
                     channel.reauthenticate().await;
                     // Backing off: a renewal can fail (or be rate-limited),
                     // and retrying at once only burns the attempts.
-                    (reason, Some(self.backoff(attempt)))
+                    (reason, Some(self.limits.backoff(attempt)))
                 }
                 Attempt::Retry {
                     reason,
                     after,
                     throttled,
                 } => {
-                    let delay = retry_delay(after, self.backoff(attempt), self.limits.retry_after_max);
+                    let delay = self.limits.delay(attempt, after);
                     if throttled {
                         // The provider asked us to slow down: everyone waits,
                         // and the quota's share is paced slower from now on.
@@ -291,8 +326,10 @@ impl<C: PushChannel> Deliverer<C> {
                 }
             };
             last_reason = reason;
-            let window_over = started.elapsed() + after.unwrap_or_default() >= self.limits.retry_window;
-            if attempt >= self.limits.max_attempts && window_over {
+            if self
+                .limits
+                .given_up(attempt, started.elapsed(), after.unwrap_or_default())
+            {
                 break;
             }
             retries += 1;
@@ -305,15 +342,16 @@ impl<C: PushChannel> Deliverer<C> {
         (Fate::Failed(last_reason), retries)
     }
 
-    /// Full-jitter exponential backoff for attempt `attempt` (1-based).
-    fn backoff(&self, attempt: u32) -> Duration {
-        let ceiling = self
-            .limits
-            .retry_base
-            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1).min(20)))
-            .min(self.limits.retry_max);
-        let jitter: f64 = rand::rng().random_range(0.5..=1.0);
-        ceiling.mul_f64(jitter)
+    /// The app channels this deliverer pushes through (shared with the
+    /// Live Activity channel commands, which use the same pools and
+    /// provider tokens).
+    pub fn channels(&self) -> &AppChannels<C> {
+        &self.channels
+    }
+
+    /// How hard it tries.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     fn prepared(&self, channel: &C, batch: &TokenBatch) -> Result<Arc<C::Prepared>, C::Error> {

@@ -1,6 +1,8 @@
 //! Clarion's dispatcher: consumes one platform's token batches and pushes
 //! every token over persistent HTTP/2 connections to APNs ([`apns`]) or FCM
-//! ([`fcm`]), behind one small trait ([`channel::PushChannel`]).
+//! ([`fcm`]), behind one small trait ([`channel::PushChannel`]). The iOS
+//! dispatcher also carries out the Live Activity channel commands
+//! ([`handlers::channel_commands`]) with the same APNs clients.
 //! Dispatchers never touch the database.
 //!
 //! The batch consumers, the broker link and the publisher live on one
@@ -169,6 +171,20 @@ impl Dispatcher {
 
 type Parts = (BrokerLink, Vec<Recipient<StopConsuming>>);
 
+/// What the workers of channel `C` are built from: its apps' channels, and
+/// the consumers it starts beside the token batches'.
+struct ChannelWorkers<C: PushChannel> {
+    channels: AppChannels<C>,
+    extra: Option<ExtraConsumers<C>>,
+}
+
+/// Consumers a channel starts beside its token batches' (the APNs
+/// channel's Live Activity commands), on the dispatch arbiter: from the
+/// broker link, the namespace's names, how many workers, the deliverer
+/// (its app channels and retry limits) and the delivery runtime.
+type ExtraConsumers<C> =
+    fn(&BrokerLink, &Names, u16, Arc<Deliverer<C>>, tokio::runtime::Handle) -> Vec<Recipient<StopConsuming>>;
+
 /// Builds the platform's channel, starts the batch consumers and serves the
 /// health endpoints. Must run inside an actix `System`.
 pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
@@ -176,15 +192,15 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
     match settings.platform {
         Platform::Ios => {
             let channel = settings.channels.apns.clone();
-            run::<ApnsChannel>(settings, channel).await
+            run::<ApnsChannel>(settings, channel, Some(handlers::channel_commands::start)).await
         }
         Platform::Android => {
             let channel = settings.channels.fcm.clone();
-            run::<FcmChannel>(settings, channel).await
+            run::<FcmChannel>(settings, channel, None).await
         }
         Platform::Web => {
             let channel = settings.channels.webpush.clone();
-            run::<WebPushChannel>(settings, channel).await
+            run::<WebPushChannel>(settings, channel, None).await
         }
     }
 }
@@ -192,7 +208,11 @@ pub async fn start(settings: Settings) -> Result<Dispatcher, StartError> {
 /// Starts a dispatcher of channel `C`: every app with `C`'s credentials
 /// (the `default` app's, when the single-app settings give them, and
 /// those of the apps file) is served; with none at all it does not start.
-async fn run<C: PushChannel>(settings: Settings, channel: C::Settings) -> Result<Dispatcher, StartError> {
+async fn run<C: PushChannel>(
+    settings: Settings,
+    channel: C::Settings,
+    extra: Option<ExtraConsumers<C>>,
+) -> Result<Dispatcher, StartError> {
     metrics::describe();
     let apps = AppsFile::open_checked(settings.apps_file.as_deref(), Some(channels::check_app))
         .map_err(StartError::Config)?;
@@ -261,7 +281,7 @@ async fn run<C: PushChannel>(settings: Settings, channel: C::Settings) -> Result
         &arbiter,
         &settings,
         trust,
-        channels,
+        ChannelWorkers { channels, extra },
         runtime.handle(),
         health.clone(),
         consumers.clone(),
@@ -295,11 +315,12 @@ async fn start_workers<C: PushChannel>(
     arbiter: &Arbiter,
     settings: &Settings,
     trust: Trust,
-    channels: AppChannels<C>,
+    channel: ChannelWorkers<C>,
     runtime: tokio::runtime::Handle,
     health: Arc<PushHealth>,
     consumers: Arc<AtomicU32>,
 ) -> Result<Parts, StartError> {
+    let ChannelWorkers { channels, extra } = channel;
     let delivery = &settings.delivery;
     let limits = Limits {
         per_batch: delivery.streams_per_batch as usize,
@@ -327,6 +348,7 @@ async fn start_workers<C: PushChannel>(
     let broker = settings.broker.clone();
     let prefetch = delivery.prefetch;
     let breaker_pushes = delivery.breaker_pushes;
+    let channel_workers = delivery.channel_workers;
     let (tx, rx) = oneshot::channel();
     let spawned = arbiter.spawn(async move {
         let names = Names::new(broker.namespace.clone());
@@ -337,6 +359,10 @@ async fn start_workers<C: PushChannel>(
             names.clone(),
         );
         subscribe(link.clone(), names.clone(), cancellations);
+        let mut extra_consumers = match extra {
+            Some(start) => start(&link, &names, channel_workers, deliverer.clone(), runtime.clone()),
+            None => Vec::new(),
+        };
         let handler = TokenBatchHandler {
             deliverer,
             runtime,
@@ -356,11 +382,12 @@ async fn start_workers<C: PushChannel>(
             prefetch,
             name: format!("dispatcher-{platform}"),
         };
-        let consumers: Vec<Recipient<StopConsuming>> =
+        let mut consumers: Vec<Recipient<StopConsuming>> =
             QueueConsumer::start_pool(workers, link.clone(), spec, handler)
                 .into_iter()
                 .map(|addr| addr.recipient())
                 .collect();
+        consumers.append(&mut extra_consumers);
         let _ = tx.send((link, consumers));
     });
     if !spawned {

@@ -82,8 +82,30 @@ pub const CONNECTIONS_RETIRED: Metric = Metric {
     labels: &["origin", "reason"],
 };
 
+/// Live Activity channel commands carried out at Apple (iOS only).
+pub const CHANNEL_COMMANDS: Metric = Metric {
+    name: "clarion_dispatcher_channel_commands_total",
+    help: "Live Activity channel commands carried out and reported, by action (create_channel, \
+           broadcast, delete_channel) and outcome (created, sent, deleted, refused, failed).",
+    labels: &["action", "outcome"],
+};
+
+pub const CHANNEL_COMMAND_RETRIES: Metric = Metric {
+    name: "clarion_dispatcher_channel_command_retries_total",
+    help: "Live Activity channel requests made again after an answer worth a retry (429, 5xx, no \
+           answer), by action.",
+    labels: &["action"],
+};
+
+pub const CHANNEL_COMMAND_DURATION: Metric = Metric {
+    name: "clarion_dispatcher_channel_command_duration_seconds",
+    help: "Time from taking a Live Activity channel command to Apple's final answer, retries \
+           included, by action.",
+    labels: &["action"],
+};
+
 /// Every metric above.
-pub const ALL: [&Metric; 10] = [
+pub const ALL: [&Metric; 13] = [
     &BATCHES,
     &PUSHES,
     &PUSH_FAILURES,
@@ -94,6 +116,9 @@ pub const ALL: [&Metric; 10] = [
     &STREAMS_IN_FLIGHT,
     &CONNECTIONS_OPENED,
     &CONNECTIONS_RETIRED,
+    &CHANNEL_COMMANDS,
+    &CHANNEL_COMMAND_RETRIES,
+    &CHANNEL_COMMAND_DURATION,
 ];
 
 /// Gives the recorder every metric's help (once per process is enough;
@@ -109,6 +134,13 @@ pub fn describe() {
     ::metrics::describe_gauge!(STREAMS_IN_FLIGHT.name, STREAMS_IN_FLIGHT.help);
     ::metrics::describe_counter!(CONNECTIONS_OPENED.name, CONNECTIONS_OPENED.help);
     ::metrics::describe_counter!(CONNECTIONS_RETIRED.name, CONNECTIONS_RETIRED.help);
+    ::metrics::describe_counter!(CHANNEL_COMMANDS.name, CHANNEL_COMMANDS.help);
+    ::metrics::describe_counter!(CHANNEL_COMMAND_RETRIES.name, CHANNEL_COMMAND_RETRIES.help);
+    ::metrics::describe_histogram!(
+        CHANNEL_COMMAND_DURATION.name,
+        ::metrics::Unit::Seconds,
+        CHANNEL_COMMAND_DURATION.help
+    );
 }
 
 pub fn batches(platform: Platform, outcome: &'static str) -> Counter {
@@ -137,6 +169,18 @@ pub fn breaker_opened(platform: Platform) -> Counter {
 
 pub fn payloads_prepared(platform: Platform) -> Counter {
     ::metrics::counter!(PAYLOADS_PREPARED.name, "platform" => platform.as_str())
+}
+
+pub fn channel_commands(action: &'static str, outcome: &'static str) -> Counter {
+    ::metrics::counter!(CHANNEL_COMMANDS.name, "action" => action, "outcome" => outcome)
+}
+
+pub fn channel_command_retries(action: &'static str) -> Counter {
+    ::metrics::counter!(CHANNEL_COMMAND_RETRIES.name, "action" => action)
+}
+
+pub fn channel_command_duration(action: &'static str) -> Histogram {
+    ::metrics::histogram!(CHANNEL_COMMAND_DURATION.name, "action" => action)
 }
 
 pub fn streams_in_flight(origin: &str) -> Gauge {

@@ -25,32 +25,50 @@ use crate::ledger::{self, Entry, Ledger};
 use crate::metrics;
 use crate::replica::{self, Replica};
 
-/// One topic: the primary key yields rows already ordered by (shard, token).
-/// Alerts go to `device` tokens only, never to push-to-start ones (the key
-/// includes `kind`, migration V35, so the filter keeps it index-only).
-/// A web row's subscription comes from `web_subscriptions` (a lookup by
-/// its primary key, evaluated for web rows only: the other rows stay an
-/// index-only scan of the harvest key).
-const ONE_TOPIC: &str = "SELECT token, platform, apns_environment, locale,
-                                CASE WHEN platform = 'web' THEN
-                                  (SELECT w.subscription::text FROM web_subscriptions w
-                                    WHERE w.app = registrations.app AND w.token = registrations.token)
-                                END
-                           FROM registrations
-                          WHERE app = $4 AND topic = $1 AND shard >= $2 AND shard < $3
-                            AND kind = 'device'
-                          ORDER BY shard, token";
-/// Several topics: sorted by (shard, token) so a device on two topics comes
-/// out twice in a row and is sent once.
-const MANY_TOPICS: &str = "SELECT token, platform, apns_environment, locale,
-                                  CASE WHEN platform = 'web' THEN
-                                    (SELECT w.subscription::text FROM web_subscriptions w
-                                      WHERE w.app = registrations.app AND w.token = registrations.token)
-                                  END
-                             FROM registrations
-                            WHERE app = $4 AND topic = ANY($1) AND shard >= $2 AND shard < $3
-                              AND kind = 'device'
-                            ORDER BY shard, token";
+/// The harvest query of one audience: `$topics` is the topic filter, `$kind`
+/// which registrations. The primary key yields rows ordered by (shard,
+/// token); with several topics a device on two of them comes out twice in
+/// a row and is sent once. A web row's subscription comes from
+/// `web_subscriptions` (a lookup by its primary key, evaluated for web rows
+/// only: the other rows stay an index-only scan of the harvest key).
+macro_rules! harvest_sql {
+    ($topics:literal, $kind:literal) => {
+        concat!(
+            "SELECT token, platform, apns_environment, locale,
+                    CASE WHEN platform = 'web' THEN
+                      (SELECT w.subscription::text FROM web_subscriptions w
+                        WHERE w.app = registrations.app AND w.token = registrations.token)
+                    END
+               FROM registrations
+              WHERE app = $4 AND ",
+            $topics,
+            " AND shard >= $2 AND shard < $3
+                AND ",
+            $kind,
+            "
+              ORDER BY shard, token"
+        )
+    };
+}
+
+/// An alert to one topic. Alerts go to `device` tokens only, never to
+/// push-to-start ones (the key includes `kind`, migration V35, so the
+/// filter keeps it an index-only scan).
+pub const ONE_TOPIC: &str = harvest_sql!("topic = $1", "kind = 'device'");
+/// An alert to several topics.
+pub const MANY_TOPICS: &str = harvest_sql!("topic = ANY($1)", "kind = 'device'");
+/// A Live Activity's start to one topic: only iOS push-to-start tokens of
+/// its attributes type (`$5`), which is not in the key, so a start reads
+/// the heap, over an audience small beside the alerts'.
+pub const START_ONE_TOPIC: &str = harvest_sql!(
+    "topic = $1",
+    "kind = 'push_to_start' AND platform = 'ios' AND attributes_type = $5"
+);
+/// A Live Activity's start to several topics.
+pub const START_MANY_TOPICS: &str = harvest_sql!(
+    "topic = ANY($1)",
+    "kind = 'push_to_start' AND platform = 'ios' AND attributes_type = $5"
+);
 
 #[derive(Debug, thiserror::Error)]
 pub enum HarvestError {
@@ -99,12 +117,23 @@ pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals
     let ledger = Ledger::open(ctx.pool.clone(), job.notification_id, job.job_index);
     let mut skipped = 0u32;
     let conn = replica::session(job, &ctx.pool, ctx.replica.as_ref()).await?;
-    let start = job.shards.start() as i16;
+    let first_shard = job.shards.start() as i16;
     let end = job.shards.end() as i16;
     let topics = &job.notification.topics;
-    let (sql, summary, topic_param): (&str, &str, &(dyn ToSql + Sync)) = match topics.as_slice() {
-        [one] => (ONE_TOPIC, "SELECT registrations (one topic)", one),
-        _ => (MANY_TOPICS, "SELECT registrations (several topics)", topics),
+    let start = job.notification.live_activity.as_ref();
+    let (sql, summary, topic_param): (&str, &str, &(dyn ToSql + Sync)) = match (topics.as_slice(), start) {
+        ([one], None) => (ONE_TOPIC, "SELECT registrations (one topic)", one),
+        (_, None) => (MANY_TOPICS, "SELECT registrations (several topics)", topics),
+        ([one], Some(_)) => (
+            START_ONE_TOPIC,
+            "SELECT push-to-start registrations (one topic)",
+            one,
+        ),
+        (_, Some(_)) => (
+            START_MANY_TOPICS,
+            "SELECT push-to-start registrations (several topics)",
+            topics,
+        ),
     };
     // Lives until the stream is drained; batches are published under the
     // job's span, not under this one.
@@ -119,7 +148,10 @@ pub async fn harvest(job: &ShardJob, ctx: &HarvestContext) -> Result<BatchTotals
     );
     let statement = conn.prepare(sql).instrument(query_span.clone()).await?;
     let app = &job.notification.app;
-    let params: [&(dyn ToSql + Sync); 4] = [topic_param, &start, &end, app];
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![topic_param, &first_shard, &end, app];
+    if let Some(start) = start {
+        params.push(&start.attributes_type);
+    }
     // Boxed so it can be dropped (query finished) before `conn` goes back.
     let mut rows = Box::pin(
         conn.query_raw(&statement, params)

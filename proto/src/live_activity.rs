@@ -214,6 +214,22 @@ impl StartBody<'_> {
         }
         sized(json!({ "aps": aps }))
     }
+
+    /// The body as the dispatcher pushes it: [`Self::to_json`] with the
+    /// start's notification id beside `aps` (as every Clarion push
+    /// carries, [`crate::payload::NOTIFICATION_ID_KEY`]), refused when that
+    /// makes it larger than Apple's 4096 bytes. The size to validate a
+    /// start against.
+    pub fn to_push_json(&self, notification_id: Uuid) -> Result<Value, LiveActivityError> {
+        let mut body = self.to_json()?;
+        if let Value::Object(fields) = &mut body {
+            fields.insert(
+                crate::payload::NOTIFICATION_ID_KEY.into(),
+                json!(notification_id.to_string()),
+            );
+        }
+        sized(body)
+    }
 }
 
 /// The `aps` body of an update or an end, broadcast once per channel.
@@ -309,6 +325,46 @@ mod tests {
         assert_eq!(aps["input-push-channel"], "dHN0LXU=");
         assert_eq!(aps["content-state"]["home"], 1);
         assert_eq!(aps["timestamp"], 1_700_000_000);
+    }
+
+    #[test]
+    fn the_pushed_start_carries_its_notification_id_within_apples_limit() {
+        let state = json!({"home": 0});
+        let attributes = json!({});
+        let body = |content_state: &Value, id| {
+            StartBody {
+                attributes_type: "MatchAttributes",
+                attributes: &attributes,
+                content_state,
+                alert: None,
+                timestamp: 1,
+                stale_date: None,
+                channel_id: "dHN0LXU=",
+            }
+            .to_push_json(id)
+        };
+        let id = Uuid::from_u128(42);
+        let pushed = body(&state, id).expect("a small start");
+        assert_eq!(pushed["notification_id"], id.to_string());
+        assert_eq!(pushed["aps"]["event"], "start");
+        // Just under the limit without the id, over it with the id.
+        let bare = body(&json!({"text": ""}), id).expect("small").to_string().len();
+        let filler = "x".repeat(APNS_MAX_PAYLOAD_BYTES - bare + 1);
+        let big = json!({ "text": filler });
+        let without_id = StartBody {
+            attributes_type: "MatchAttributes",
+            attributes: &attributes,
+            content_state: &big,
+            alert: None,
+            timestamp: 1,
+            stale_date: None,
+            channel_id: "dHN0LXU=",
+        };
+        assert!(without_id.to_json().is_ok());
+        assert!(matches!(
+            without_id.to_push_json(id),
+            Err(LiveActivityError::PayloadTooLarge(_))
+        ));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::live_activity::{ChannelCommand, ChannelReport};
 use crate::names::{Names, message_types, routing_keys};
 use crate::{Control, ControlCommand, DeliveryReport, JobReport, ShardJob, TokenBatch, TokenCleanup};
 
@@ -122,6 +123,42 @@ impl WireMessage for Control {
             ControlCommand::Cancel { notification_id } => notification_id,
             ControlCommand::Mark { .. } => Uuid::nil(),
         }
+    }
+}
+
+/// A Live Activity command: its activity stands for the notification in
+/// the headers (the start push is a notification of its own).
+impl WireMessage for ChannelCommand {
+    const TYPE: &'static str = message_types::CHANNEL_COMMAND;
+
+    fn exchange(names: &Names) -> String {
+        names.deliver_exchange()
+    }
+
+    /// Into [`Names::channel_command_queue`], beside the iOS token batches.
+    fn routing_key(&self) -> &str {
+        routing_keys::CHANNEL_COMMAND
+    }
+
+    fn notification_id(&self) -> Uuid {
+        self.activity_id
+    }
+}
+
+/// A Live Activity command's outcome, on the reports queue.
+impl WireMessage for ChannelReport {
+    const TYPE: &'static str = message_types::CHANNEL_REPORT;
+
+    fn exchange(names: &Names) -> String {
+        names.reports_exchange()
+    }
+
+    fn routing_key(&self) -> &str {
+        routing_keys::CHANNEL_REPORT
+    }
+
+    fn notification_id(&self) -> Uuid {
+        self.activity_id
     }
 }
 

@@ -2,6 +2,7 @@
 
 use crate::http2::PoolError;
 
+use super::live_activity::StartPushError;
 use super::payload::PayloadError;
 use super::token::TokenError;
 
@@ -21,4 +22,6 @@ pub enum ApnsError {
     Token(#[from] TokenError),
     #[error(transparent)]
     Payload(#[from] PayloadError),
+    #[error(transparent)]
+    StartPush(#[from] StartPushError),
 }

@@ -1,8 +1,12 @@
 //! Delivery to Apple: `a2`'s payload and error model over Clarion's pooled
-//! HTTP/2 transport, one pool per APNs environment, provider-token auth.
+//! HTTP/2 transport, one pool per APNs environment (and one per
+//! environment's channel-management host, for Live Activity channels),
+//! provider-token auth.
 
+pub mod broadcast;
 pub mod channel_error;
 pub mod errors;
+pub mod live_activity;
 pub mod payload;
 pub mod settings;
 pub mod token;
@@ -36,8 +40,16 @@ fn device_uri(pool: &Http2Pool, token: &str) -> Result<Uri, http::Error> {
 pub struct ApnsChannel {
     production: Http2Pool,
     sandbox: Http2Pool,
+    /// Apple's channel-management hosts (Live Activity broadcast
+    /// channels); nothing is connected until a channel command comes.
+    channels_production: Http2Pool,
+    channels_sandbox: Http2Pool,
     token: ProviderToken,
     topic: HeaderValue,
+    /// The bundle id, as the channel and broadcast paths name it.
+    bundle: String,
+    /// `<bundle>.push-type.liveactivity`, the topic of a start push.
+    live_activity_topic: HeaderValue,
 }
 
 /// A batch's push: its payload, and which APNs environment its tokens
@@ -62,10 +74,31 @@ impl ApnsChannel {
         let refresh = Duration::from_secs(settings.token_refresh_secs);
         Ok(Self {
             production: Http2Pool::new(&settings.endpoint, tls.clone(), limits)?,
-            sandbox: Http2Pool::new(&settings.sandbox_endpoint, tls, limits)?,
+            sandbox: Http2Pool::new(&settings.sandbox_endpoint, tls.clone(), limits)?,
+            channels_production: Http2Pool::new(&settings.channels_endpoint, tls.clone(), limits)?,
+            channels_sandbox: Http2Pool::new(&settings.channels_sandbox_endpoint, tls, limits)?,
             token: ProviderToken::new(&key_file, &key_id, &team_id, refresh)?,
             topic: HeaderValue::from_str(&topic).map_err(|_| ApnsError::Topic)?,
+            live_activity_topic: HeaderValue::from_str(&live_activity::topic(&topic))
+                .map_err(|_| ApnsError::Topic)?,
+            bundle: topic,
         })
+    }
+
+    /// The push pool of an APNs environment.
+    fn push_pool(&self, environment: ApnsEnvironment) -> &Http2Pool {
+        match environment {
+            ApnsEnvironment::Production => &self.production,
+            ApnsEnvironment::Sandbox => &self.sandbox,
+        }
+    }
+
+    /// The channel-management pool of an APNs environment.
+    fn channels_pool(&self, environment: ApnsEnvironment) -> &Http2Pool {
+        match environment {
+            ApnsEnvironment::Production => &self.channels_production,
+            ApnsEnvironment::Sandbox => &self.channels_sandbox,
+        }
     }
 }
 
@@ -107,18 +140,21 @@ impl PushChannel for ApnsChannel {
         settings.for_app(table)
     }
 
+    const LIVE_ACTIVITIES: bool = true;
+
     fn prepare(&self, batch: &TokenBatch) -> Result<ApnsPush, ApnsError> {
+        let payload = match &batch.notification.live_activity {
+            Some(start) => live_activity::prepare_start(batch, start, &self.live_activity_topic)?,
+            None => payload::prepare(&batch.message(), batch.sent_at, &self.topic)?,
+        };
         Ok(ApnsPush {
-            payload: payload::prepare(&batch.message(), batch.sent_at, &self.topic)?,
+            payload,
             environment: batch.environment,
         })
     }
 
     async fn send(&self, token: &str, push: &ApnsPush) -> Attempt {
-        let pool = match push.environment {
-            ApnsEnvironment::Production => &self.production,
-            ApnsEnvironment::Sandbox => &self.sandbox,
-        };
+        let pool = self.push_pool(push.environment);
         let Ok(uri) = device_uri(pool, token) else {
             return Attempt::Invalid("BadDeviceToken");
         };

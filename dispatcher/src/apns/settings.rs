@@ -13,6 +13,11 @@ use super::channel_error::ApnsError;
 pub const APPLE_PRODUCTION: &str = "https://api.push.apple.com";
 /// Apple's sandbox endpoint, for an app that names none.
 pub const APPLE_SANDBOX: &str = "https://api.sandbox.push.apple.com";
+/// Apple's production channel-management endpoint (Live Activity
+/// broadcast channels), for an app that names none.
+pub const APPLE_CHANNELS_PRODUCTION: &str = "https://api-manage-broadcast.push.apple.com:2196";
+/// Apple's sandbox channel-management endpoint, for an app that names none.
+pub const APPLE_CHANNELS_SANDBOX: &str = "https://api-manage-broadcast.sandbox.push.apple.com:2195";
 
 /// Apple Push Notification service.
 #[derive(Debug, Clone, Args)]
@@ -34,6 +39,26 @@ pub struct ApnsSettings {
         default_value = "https://api.sandbox.push.apple.com"
     )]
     pub sandbox_endpoint: String,
+
+    /// Base URL of Apple's channel-management API (Live Activity broadcast
+    /// channels: create, delete) for production; broadcasts themselves go
+    /// to the push endpoint.
+    #[arg(
+        id = "apns_channels_endpoint",
+        long = "apns-channels-endpoint",
+        env = "CLARION_APNS_CHANNELS_ENDPOINT",
+        default_value = APPLE_CHANNELS_PRODUCTION
+    )]
+    pub channels_endpoint: String,
+
+    /// Base URL of Apple's channel-management API for the sandbox.
+    #[arg(
+        id = "apns_channels_sandbox_endpoint",
+        long = "apns-channels-sandbox-endpoint",
+        env = "CLARION_APNS_CHANNELS_SANDBOX_ENDPOINT",
+        default_value = APPLE_CHANNELS_SANDBOX
+    )]
+    pub channels_sandbox_endpoint: String,
 
     /// The `.p8` signing key of the provider token.
     #[arg(id = "apns_key_file", long = "apns-key-file", env = "CLARION_APNS_KEY_FILE")]
@@ -73,6 +98,8 @@ struct AppApns {
     team_id: Option<String>,
     endpoint: Option<String>,
     sandbox_endpoint: Option<String>,
+    channels_endpoint: Option<String>,
+    channels_sandbox_endpoint: Option<String>,
 }
 
 impl ApnsSettings {
@@ -89,6 +116,12 @@ impl ApnsSettings {
         Ok(Self {
             endpoint: app.endpoint.unwrap_or_else(|| APPLE_PRODUCTION.to_owned()),
             sandbox_endpoint: app.sandbox_endpoint.unwrap_or_else(|| APPLE_SANDBOX.to_owned()),
+            channels_endpoint: app
+                .channels_endpoint
+                .unwrap_or_else(|| APPLE_CHANNELS_PRODUCTION.to_owned()),
+            channels_sandbox_endpoint: app
+                .channels_sandbox_endpoint
+                .unwrap_or_else(|| APPLE_CHANNELS_SANDBOX.to_owned()),
             key_file: app.key_file,
             key_id: app.key_id,
             team_id: app.team_id,
@@ -137,6 +170,8 @@ mod tests {
         ApnsSettings {
             endpoint: "https://default".into(),
             sandbox_endpoint: "https://default-sandbox".into(),
+            channels_endpoint: "https://default-channels".into(),
+            channels_sandbox_endpoint: "https://default-channels-sandbox".into(),
             key_file: None,
             key_id: None,
             team_id: None,
@@ -155,13 +190,18 @@ mod tests {
         assert_eq!(app.topic.as_deref(), Some("t"));
         assert_eq!(app.endpoint, APPLE_PRODUCTION);
         assert_eq!(app.sandbox_endpoint, APPLE_SANDBOX);
+        assert_eq!(app.channels_endpoint, APPLE_CHANNELS_PRODUCTION);
+        assert_eq!(app.channels_sandbox_endpoint, APPLE_CHANNELS_SANDBOX);
         assert_eq!(app.token_refresh_secs, 1800);
         let own = defaults()
             .for_app(&table(
-                "topic = \"t\"\nkey_file = \"/k.p8\"\nkey_id = \"K\"\nteam_id = \"T\"\nendpoint = \"https://mock\"",
+                "topic = \"t\"\nkey_file = \"/k.p8\"\nkey_id = \"K\"\nteam_id = \"T\"\nendpoint = \"https://mock\"\n\
+                 channels_endpoint = \"https://mock:2196\"",
             ))
             .unwrap();
         assert_eq!(own.endpoint, "https://mock");
+        assert_eq!(own.channels_endpoint, "https://mock:2196");
+        assert_eq!(own.channels_sandbox_endpoint, APPLE_CHANNELS_SANDBOX);
     }
 
     #[test]

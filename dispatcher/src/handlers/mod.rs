@@ -3,4 +3,5 @@
 //! batch worker, which hands it one delivery at a time and reopens its
 //! channel itself when the broker drops it (no actix `Supervisor`).
 
+pub mod channel_commands;
 pub mod token_batches;

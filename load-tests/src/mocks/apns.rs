@@ -163,6 +163,12 @@ impl ApnsMock {
             ("CLARION_APNS_KEY_ID".into(), self.key_id.clone()),
             ("CLARION_APNS_TEAM_ID".into(), self.team_id.clone()),
             ("CLARION_APNS_TOPIC".into(), self.bundle_id.clone()),
+            // The same listener serves Live Activity channel management.
+            ("CLARION_APNS_CHANNELS_ENDPOINT".into(), self.endpoint.clone()),
+            (
+                "CLARION_APNS_CHANNELS_SANDBOX_ENDPOINT".into(),
+                self.endpoint.clone(),
+            ),
         ]
     }
 }
@@ -267,6 +273,10 @@ fn refuse(status: u16, reason: &'static str) -> Refusal {
 impl Apns {
     async fn handle(&self, request: Request<Bytes>, connection: ConnectionId) -> Response<Bytes> {
         if BroadcastChannels::serves(request.uri().path()) {
+            let latency = self.channels.arrived();
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
             return self.handle_channels(request, connection);
         }
         let started = Instant::now();

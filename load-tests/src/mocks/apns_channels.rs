@@ -24,8 +24,10 @@
 //! environment; the reason is the mock's name for it). The caller checks
 //! the provider token first.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -62,18 +64,63 @@ fn refuse(status: u16, reason: &str) -> Answer {
     }
 }
 
+/// An answer a test asked for in place of the real one.
+#[derive(Debug, Clone)]
+struct Scripted {
+    status: u16,
+    reason: &'static str,
+    retry_after_s: Option<u64>,
+}
+
 /// The channels of the mock's one app, and what each received.
 #[derive(Default)]
 pub struct BroadcastChannels {
     channels: Mutex<HashMap<String, Channel>>,
     /// Channels deleted (kept so a test can tell deleted from unknown).
     deleted: Mutex<Vec<String>>,
+    /// Answers for the next requests, oldest first.
+    scripted: Mutex<VecDeque<Scripted>>,
+    /// Added to every answer.
+    latency: Mutex<Duration>,
+    /// Requests that arrived (answered or not yet).
+    requests: AtomicU64,
 }
 
 impl BroadcastChannels {
     /// Whether `path` is one of the broadcast side's.
     pub fn serves(path: &str) -> bool {
         path.starts_with("/1/apps/") || path.starts_with("/4/broadcasts/apps/")
+    }
+
+    /// Answers the next `count` requests with `status` and Apple's
+    /// `{"reason": reason}` (and `Retry-After` when given) instead of
+    /// serving them.
+    pub fn fail_next(&self, count: usize, status: u16, reason: &'static str, retry_after_s: Option<u64>) {
+        let mut scripted = self.scripted.lock().unwrap_or_else(|p| p.into_inner());
+        scripted.extend(std::iter::repeat_n(
+            Scripted {
+                status,
+                reason,
+                retry_after_s,
+            },
+            count,
+        ));
+    }
+
+    /// Delays every answer from now on by `latency`.
+    pub fn set_latency(&self, latency: Duration) {
+        *self.latency.lock().unwrap_or_else(|p| p.into_inner()) = latency;
+    }
+
+    /// The delay to add to an answer; counts the request as arrived.
+    pub fn arrived(&self) -> Duration {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        *self.latency.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Requests that arrived so far.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
     }
 
     /// Answers an authenticated request to one of [`Self::serves`]' paths.
@@ -85,6 +132,18 @@ impl BroadcastChannels {
         body: &Bytes,
         bundle_id: &str,
     ) -> Answer {
+        let scripted = self
+            .scripted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front();
+        if let Some(fault) = scripted {
+            let mut answer = refuse(fault.status, fault.reason);
+            if let Some(seconds) = fault.retry_after_s {
+                answer.headers.push(("retry-after", seconds.to_string()));
+            }
+            return answer;
+        }
         let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
         if let Some(rest) = path.strip_prefix("/4/broadcasts/apps/") {
             if method != Method::POST {
@@ -253,6 +312,16 @@ impl BroadcastChannels {
             .unwrap_or_else(|p| p.into_inner())
             .get(id)
             .map(|channel| channel.updates.clone())
+    }
+
+    /// The `message-storage-policy` channel `id` was created with (`None`:
+    /// no such channel, or deleted).
+    pub fn storage_policy(&self, id: &str) -> Option<u64> {
+        self.channels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .map(|channel| channel.storage_policy)
     }
 
     /// The channels that exist now.

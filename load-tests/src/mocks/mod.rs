@@ -50,6 +50,7 @@ pub fn apps_file_table(app: &str, apns: &ApnsMock, fcm: &FcmMock) -> String {
     format!(
         "[apps.{app}.apns]\ntopic = {topic:?}\nkey_file = {key:?}\nkey_id = {key_id:?}\n\
          team_id = {team:?}\nendpoint = {endpoint:?}\nsandbox_endpoint = {endpoint:?}\n\
+         channels_endpoint = {endpoint:?}\nchannels_sandbox_endpoint = {endpoint:?}\n\
          [apps.{app}.fcm]\ncredentials_file = {credentials:?}\nendpoint = {fcm_endpoint:?}\n",
         topic = apns.bundle_id,
         key = apns.key_file.display().to_string(),

@@ -171,6 +171,8 @@ impl Mocks {
         vec![
             format!("--apns-endpoint={}", self.apns.endpoint),
             format!("--apns-sandbox-endpoint={}", self.apns.endpoint),
+            format!("--apns-channels-endpoint={}", self.apns.endpoint),
+            format!("--apns-channels-sandbox-endpoint={}", self.apns.endpoint),
             format!("--apns-key-file={}", self.apns.key_file.display()),
             format!("--apns-key-id={}", self.apns.key_id),
             format!("--apns-team-id={}", self.apns.team_id),
