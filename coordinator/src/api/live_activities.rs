@@ -220,6 +220,7 @@ pub async fn create_activity(
         stale_after_seconds: body.stale_after_seconds,
         alert: body.alert.map(Into::into),
         lane,
+        timestamp: 0,
         key_id: caller.key_id.clone(),
         key_name: caller.key_name.clone(),
     };

@@ -41,6 +41,10 @@ pub struct Activity {
     #[serde(default)]
     pub alert: Option<ActivityAlert>,
     pub lane: Lane,
+    /// The start push's `timestamp` (Unix seconds), set at the create:
+    /// every update's is greater.
+    #[serde(default)]
+    pub timestamp: i64,
     /// The creating key's fingerprint and name: the start push is sent,
     /// and audited, as theirs.
     pub key_id: String,
@@ -134,6 +138,11 @@ pub async fn create(pool: &PgPool, id: Uuid, activity: &Activity) -> Result<Vec<
             });
         }
     }
+    let timestamp = unix_now();
+    let activity = &Activity {
+        timestamp,
+        ..activity.clone()
+    };
     let request = serde_json::to_value(activity).map_err(|err| StoreError::Corrupt(err.to_string()))?;
     let storage_policy = match activity.storage_policy {
         StoragePolicy::None => "none",
@@ -149,7 +158,7 @@ pub async fn create(pool: &PgPool, id: Uuid, activity: &Activity) -> Result<Vec<
             request: &request,
             topics: &activity.topics,
             storage_policy,
-            timestamp: unix_now(),
+            timestamp,
         },
     )
     .await?;

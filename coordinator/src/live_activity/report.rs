@@ -157,7 +157,7 @@ async fn start_when_ready(
     }
     let activity: Activity =
         serde_json::from_value(row.request.clone()).map_err(|err| StoreError::Corrupt(err.to_string()))?;
-    let start = activity.start(activity_id, row.last_timestamp, production, sandbox);
+    let start = activity.start(activity_id, activity.timestamp, production, sandbox);
     let notification = activity
         .start_notification(Some(start))
         .map_err(|err| StoreError::Corrupt(format!("live activity {activity_id}'s start push: {err}")))?;
