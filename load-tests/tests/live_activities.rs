@@ -430,6 +430,76 @@ async fn an_activity_is_created_started_updated_ended_and_deleted_through_its_ch
     .await;
     assert_eq!(deleted["status"], "deleted", "{deleted}");
 
+    // A day after an activity ended, the sweep deletes its channels.
+    let (status, created) = desk(
+        &cluster,
+        reqwest::Method::POST,
+        "/api/v1/live-activities",
+        Some(match_activity()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let swept_id = created["id"].as_str().expect("an id").to_owned();
+    for create in cluster.take_channel_commands(2, WAIT).await {
+        let channel_id = format!("swept-{}", environment_of(&create));
+        cluster
+            .report_channel_outcome(&create, ChannelOutcome::Created { channel_id })
+            .await;
+    }
+    wait_for_activity(&cluster, &swept_id, |a| a["status"] == "live").await;
+    let swept_updates = format!("/api/v1/live-activities/{swept_id}/updates");
+    let end = json!({"content_state": {"home": 0, "away": 0}, "event": "end"});
+    let (status, body) = desk(&cluster, reqwest::Method::POST, &swept_updates, Some(end)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(
+        cluster.take_channel_commands(2, WAIT).await.len(),
+        2,
+        "the end's broadcasts"
+    );
+    sql.execute(
+        "UPDATE live_activities SET ended_at = now() - interval '25 hours' WHERE id = $1::text::uuid",
+        &[&swept_id],
+    )
+    .await
+    .expect("ended a day ago");
+    println!("sweep: ended a day ago");
+    let pool = clarion_runtime::db::pool(
+        &clarion_runtime::DatabaseSettings::new(cluster.db.url.clone()),
+        &cluster.trust,
+        "live-activity-sweep-test",
+    )
+    .expect("a pool");
+    assert!(
+        clarion_coordinator::live_activity::relay::sweep(&pool).await,
+        "the sweep queued deletes"
+    );
+    assert!(
+        !clarion_coordinator::live_activity::relay::sweep(&pool).await,
+        "once"
+    );
+    println!("sweep: deletes queued");
+    let sweeps = cluster.take_channel_commands(2, WAIT).await;
+    let mut swept: Vec<_> = sweeps
+        .iter()
+        .filter_map(|c| match &c.action {
+            ChannelAction::DeleteChannel { channel_id } => Some(channel_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    swept.sort_unstable();
+    assert_eq!(swept, ["swept-production", "swept-sandbox"], "{sweeps:?}");
+    for command in &sweeps {
+        cluster
+            .report_channel_outcome(command, ChannelOutcome::Deleted)
+            .await;
+    }
+    wait_for_activity(&cluster, &swept_id, |a| {
+        a["channels"]
+            .as_array()
+            .is_some_and(|c| c.iter().all(|c| c["state"] == "deleted"))
+    })
+    .await;
+
     // Apple's 10,000 channels per app and environment: a 409 when full.
     sql.batch_execute(
         "INSERT INTO live_activities (id, name, attributes_type, request, topics, last_timestamp)
