@@ -33,6 +33,20 @@ async fn read(app: &TestCoordinator, base: &str, token: &str) -> (StatusCode, Va
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
+/// Every series of `name` on the first coordinator's `/metrics`, for a
+/// failure's message.
+async fn metric_lines(app: &TestCoordinator, name: &str) -> String {
+    let response = app.request(Method::GET, "/metrics", None).send().await;
+    let text = match response {
+        Ok(response) => response.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    text.lines()
+        .filter(|line| line.starts_with(name))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Reads `token` on `base` until a read is served from memory (the
 /// coordinator is listening and has the entry); panics after a minute.
 async fn until_served_from_memory(app: &TestCoordinator, base: &str, token: &str) {
@@ -155,5 +169,61 @@ async fn a_lost_listening_session_turns_the_cache_off_until_it_is_back() {
     until_served_from_memory(&app, &app.base, &token).await;
     let (_, body) = read(&app, &app.base, &token).await;
     assert_eq!(body["topics"], serde_json::json!(["lost/b"]));
+    app.stop().await;
+}
+
+#[actix_web::test]
+async fn a_statement_over_many_devices_drops_only_theirs() {
+    let _turn = TURN.lock().await;
+    clarion_runtime::metrics::install().expect("the metrics recorder installs");
+    let app = TestCoordinator::start().await;
+    let replica = app.replica().await;
+    let other = format!("http://{}", replica.addr());
+    let (kept, named) = (ios_token(21), ios_token(22));
+    for token in [&kept, &named] {
+        let response = app
+            .put_registration(token, registration("ios", &["many/a"]))
+            .await;
+        assert_eq!(response.status(), StatusCode::OK);
+        until_served_from_memory(&app, &other, token).await;
+    }
+
+    // One statement inserts 200 devices and another changes 201 (`named`
+    // among them), as a group commit batch or a bulk fix does; their keys,
+    // with 1,000-character tokens, need several notices each.
+    let sql = app.sql().await;
+    let inserted = sql
+        .execute(
+            "INSERT INTO registrations (topic, shard, token, platform) \
+             SELECT 'many/bulk', 0, 'bulk' || n || repeat('x', 1000), 'android' \
+             FROM generate_series(1, 200) AS n",
+            &[],
+        )
+        .await
+        .expect("the bulk insert");
+    assert_eq!(inserted, 200);
+    let updated = sql
+        .execute(
+            "UPDATE registrations SET locale = 'fr' WHERE topic = 'many/bulk' OR token = $1",
+            &[&named],
+        )
+        .await
+        .expect("the bulk update");
+    assert_eq!(updated, 201);
+
+    // A device neither statement touched is still read from memory ...
+    let hits_before = metric(&app, HITS).await;
+    let (status, body) = read(&app, &other, &kept).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let outcomes = metric_lines(&app, "clarion_coordinator_registration_reads_total").await;
+    assert!(
+        metric(&app, HITS).await > hits_before,
+        "the statements over many devices dropped an entry they did not touch: {outcomes}"
+    );
+    // ... and one they named shows the change at once.
+    let (status, body) = read(&app, &other, &named).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["locale"], "fr", "{body}");
+    replica.stop().await;
     app.stop().await;
 }

@@ -65,17 +65,19 @@ pub struct StormArgs {
     /// The loads to measure, comma-separated (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub loads: Option<Vec<Load>>,
-    /// Skip the loads alone (only the send alone and the send with the storm).
+    /// Skip the loads alone (only the sends).
     #[arg(long)]
     pub skip_alone: bool,
-    /// Skip the send with the storm (only the send alone and the loads alone).
+    /// Skip the sends with the pollers and with the storm (only the send
+    /// alone and the loads alone).
     #[arg(long)]
     pub skip_storm: bool,
     /// Registration writes per second during the send.
     #[arg(long, default_value_t = 5_000.0)]
     pub write_rate: f64,
-    /// Registration reads per second during the send.
-    #[arg(long, default_value_t = 2_000.0)]
+    /// Registration reads per second during the send (0: not in the storm,
+    /// which is the issue's: writes and batched receipts).
+    #[arg(long, default_value_t = 0.0)]
     pub read_rate: f64,
     /// Receipts per second during the send, in batches.
     #[arg(long, default_value_t = 20_000.0)]
@@ -83,11 +85,13 @@ pub struct StormArgs {
     /// Receipts per request of the batched receipts.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u16).range(1..=500))]
     pub receipts_per_request: u16,
-    /// Receipts per second during the send, one a request.
-    #[arg(long, default_value_t = 1_000.0)]
+    /// Receipts per second during the send, one a request (0: not in the
+    /// storm).
+    #[arg(long, default_value_t = 0.0)]
     pub single_receipt_rate: f64,
     /// Dashboards polling the send: each asks its status and its curve
-    /// once a second, with `If-None-Match`.
+    /// once a second, with `If-None-Match`; alone, then during a send of
+    /// their own (not during the storm's).
     #[arg(long, default_value_t = 1_000)]
     pub pollers: usize,
     /// Registered tokens the reads pick from at random.
@@ -135,10 +139,10 @@ impl StormArgs {
             Load::RegistrationReads => self.read_rate,
             Load::ReceiptsBatched => self.receipt_rate / f64::from(self.receipts_per_request),
             Load::ReceiptsSingle => self.single_receipt_rate,
-            Load::Pollers => return (self.pollers > 0).then(|| self.pollers_pace()),
-            // The ceiling is measured alone; during a send it would only
+            // The pollers have a send of their own (their target is apart);
+            // the ceiling is measured alone: during a send it would only
             // take the send's CPU.
-            Load::Healthz => return None,
+            Load::Pollers | Load::Healthz => return None,
         };
         (per_s > 0.0).then_some(Pace::OpenLoop { per_s })
     }
@@ -217,6 +221,12 @@ pub async fn run(args: StormArgs) -> Result<StormReport> {
             let total = storm.cpu.total_s();
             (total > 0.0).then(|| storm.cpu.generator_s / total)
         }),
+        t90_growth_with_pollers: measured
+            .with_pollers
+            .as_ref()
+            .and_then(|pollers| t90_growth(&measured.alone_send, pollers)),
+        send_with_pollers: measured.with_pollers,
+        during_pollers_send: measured.during_pollers_send,
         send_alone: measured.alone_send,
         send_with_storm: measured.with_storm,
         alone: measured.alone,
@@ -252,6 +262,8 @@ pub async fn run(args: StormArgs) -> Result<StormReport> {
 /// What the phases measured.
 struct Measured {
     alone_send: SendFigures,
+    with_pollers: Option<SendFigures>,
+    during_pollers_send: Vec<LoadResult>,
     with_storm: Option<SendFigures>,
     alone: Vec<LoadResult>,
     during_send: Vec<LoadResult>,
@@ -288,6 +300,22 @@ async fn measure(
                 length: Duration::from_secs(args.seconds),
                 request_deadline: REQUEST_DEADLINE,
             };
+            if load == Load::RegistrationReads {
+                // Phones read their own registrations again and again: the
+                // measure is of a cache that steady reading has filled, so
+                // one unmeasured phase reads the pool first.
+                println!("{} warm-up, {} s (not measured)", load.name(), args.seconds);
+                marks.push((origin.elapsed().as_secs_f64(), "reads warm-up".to_owned()));
+                let warm_up = drive(
+                    &addr,
+                    Arc::clone(&requests),
+                    phase,
+                    origin,
+                    Arc::new(AtomicBool::new(false)),
+                )
+                .await?;
+                println!("  warm-up: {:.0}/s", warm_up.per_s);
+            }
             let (cpu_before, computed_before) = (Cpu::read(cluster), status_metric::read(cluster).await);
             let stop = Arc::new(AtomicBool::new(false));
             let figures = drive(&addr, Arc::clone(&requests), phase, origin, stop).await?;
@@ -307,6 +335,27 @@ async fn measure(
                 computed,
             ));
         }
+    }
+
+    let mut with_pollers = None;
+    let mut during_pollers_send = Vec::new();
+    if !args.skip_storm && args.pollers > 0 && args.loads().contains(&Load::Pollers) {
+        tokio::time::sleep(BETWEEN_PHASES).await;
+        println!("the send with {} pollers", args.pollers);
+        marks.push((origin.elapsed().as_secs_f64(), "send with the pollers".to_owned()));
+        let pollers = [(Load::Pollers, args.pollers_pace())];
+        let run = StormRun {
+            addr: &addr,
+            loads: &pollers,
+            pools: &pools,
+            origin,
+        };
+        let (figures, loads) = send(cluster, args, apns, fcm, "the send with the pollers", Some(run)).await?;
+        for ((load, pace, items), (load_figures, computed)) in loads {
+            print_line(load, &load_figures);
+            during_pollers_send.push(load_result(load, pace, items, load_figures, None, computed));
+        }
+        with_pollers = Some(figures);
     }
 
     let mut during_send = Vec::new();
@@ -354,6 +403,8 @@ async fn measure(
     }
     Ok(Measured {
         alone_send,
+        with_pollers,
+        during_pollers_send,
         with_storm,
         alone,
         during_send,

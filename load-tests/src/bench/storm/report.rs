@@ -23,6 +23,12 @@ pub struct StormReport {
     pub seconds_per_phase: u64,
     /// The send with nothing else running.
     pub send_alone: SendFigures,
+    /// The same send while the pollers polled it (their own phase).
+    pub send_with_pollers: Option<SendFigures>,
+    /// t90 with the pollers over t90 alone, less one (the target: ≤ 2%).
+    pub t90_growth_with_pollers: Option<f64>,
+    /// The pollers during their send.
+    pub during_pollers_send: Vec<LoadResult>,
     /// The same send while every storm load ran at its target rate.
     pub send_with_storm: Option<SendFigures>,
     /// t90 with the storm over t90 without, less one (0.05 = 5% slower).
@@ -154,6 +160,16 @@ pub fn markdown_table(report: &StormReport) -> String {
         ));
     }
     out.push_str(".\n");
+    if let Some(with_pollers) = &report.send_with_pollers {
+        out.push_str(&format!(
+            "With the pollers alone during it: t90 {}",
+            seconds(with_pollers.t90_s)
+        ));
+        if let Some(growth) = report.t90_growth_with_pollers {
+            out.push_str(&format!(" ({:+.1}%)", growth * 100.0));
+        }
+        out.push_str(".\n");
+    }
     if let Some(pollers) = report.alone.iter().find(|r| r.load == Load::Pollers)
         && let Some(per_s) = pollers.status_computations_per_s
     {
@@ -245,6 +261,9 @@ mod tests {
             connections: 64,
             seconds_per_phase: 10,
             send_alone: send(Some(10.0), 30.0),
+            send_with_pollers: Some(send(Some(10.1), 31.0)),
+            t90_growth_with_pollers: Some(0.01),
+            during_pollers_send: Vec::new(),
             send_with_storm: Some(send(Some(11.0), 40.0)),
             t90_growth: Some(0.1),
             storm_cpu_share: Some(0.25),
@@ -270,7 +289,7 @@ mod tests {
             lines[3],
             "| receipts, batches | 52,500/s | 30.0 ms | 3 | 20,000/s | 19,990/s | 12.5 ms | 3 | 6 |"
         );
-        assert_eq!(lines.len(), 6, "{table}");
+        assert_eq!(lines.len(), 7, "{table}");
         assert!(
             lines[5].contains("t90 10.0 s alone, 11.0 s with the storm (+10.0%)"),
             "{table}"
@@ -279,6 +298,7 @@ mod tests {
             lines[5].contains("CPU during the send 25% (the load generator's 8%)"),
             "{table}"
         );
+        assert_eq!(lines[6], "With the pollers alone during it: t90 10.1 s (+1.0%).");
     }
 
     #[test]
