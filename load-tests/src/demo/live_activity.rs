@@ -292,8 +292,13 @@ pub async fn run_match(cluster: &LocalCluster, apns: &ApnsMock) -> Result<()> {
         })
     })
     .await?;
-    println!("\n  What the mock APNs recorded per channel (one broadcast reaches every phone on it):");
+    println!(
+        "\n  What the mock APNs recorded per channel (one broadcast reaches every phone on it), \
+         in timestamp order as a phone applies them:"
+    );
     for ((environment, channel_id), updates) in channels.iter().zip(&recorded) {
+        let mut updates = updates.clone();
+        updates.sort_by_key(|update| update["aps"]["timestamp"].as_i64().unwrap_or(0));
         println!("  {environment} channel {channel_id}: {} updates", updates.len());
         for (n, update) in updates.iter().enumerate() {
             let aps = &update["aps"];
