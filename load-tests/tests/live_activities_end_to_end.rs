@@ -5,13 +5,18 @@
 //! type and topics → each update broadcast once per channel (in timestamp order),
 //! a replayed update id broadcast once → end → 409 → `DELETE` removes the
 //! channels at the mock; and a channel that outlives a coordinator restart
-//! still carries the updates sent after it.
+//! still carries the updates sent after it — a graceful one in process, and
+//! a kill -9 while broadcasts are in flight with the services as real
+//! processes (the binaries `cargo build --workspace --bins` puts beside
+//! this test; `./scripts/test` builds them first).
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
+use clarion_load_tests::local_cluster::{self, LocalCluster, LocalClusterConfig, Member};
 use clarion_load_tests::mocks::digest;
-use clarion_load_tests::testkit::{Cluster, ClusterOptions};
+use clarion_load_tests::testkit::{Cluster, ClusterOptions, Mocks};
+use clarion_runtime::testing::{TestDatabase, TestNamespace};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -107,10 +112,15 @@ async fn wait_for_broadcasts(cluster: &Cluster, channels: &[&String], count: usi
 /// channel workers may deliver a channel's broadcasts out of order; the
 /// timestamps put them back).
 fn received(updates: &[Value]) -> Vec<(String, Value)> {
-    let mut by_time: Vec<&Value> = updates.iter().collect();
+    let mut by_time = updates.to_vec();
     by_time.sort_by_key(|u| u["aps"]["timestamp"].as_i64().unwrap_or(0));
-    by_time
-        .into_iter()
+    received_in_arrival_order(&by_time)
+}
+
+/// Events and content states as the mock recorded them.
+fn received_in_arrival_order(updates: &[Value]) -> Vec<(String, Value)> {
+    updates
+        .iter()
         .map(|u| {
             (
                 u["aps"]["event"].as_str().unwrap_or_default().to_owned(),
@@ -397,4 +407,218 @@ async fn a_channel_outlives_a_coordinator_restart() {
         starters.len()
     );
     cluster.stop().await;
+}
+
+/// `method` on `path` of a cluster of processes with `key`: the status and
+/// the JSON answer (null when none).
+async fn call(
+    cluster: &LocalCluster,
+    key: &str,
+    method: Method,
+    path: &str,
+    body: Option<&Value>,
+) -> (StatusCode, Value) {
+    let mut request = cluster
+        .http
+        .request(method, format!("{}{path}", cluster.base))
+        .bearer_auth(key)
+        .timeout(Duration::from_secs(30));
+    if let Some(body) = body {
+        request = request.json(body);
+    }
+    let response = request.send().await.expect("answered");
+    let status = response.status();
+    (status, response.json().await.unwrap_or_default())
+}
+
+/// Polls the activity on a cluster of processes until `done` holds.
+async fn wait_on_processes(cluster: &LocalCluster, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let (_, activity) = call(
+            cluster,
+            local_cluster::DESK_KEY,
+            Method::GET,
+            &format!("/api/v1/live-activities/{id}"),
+            None,
+        )
+        .await;
+        if done(&activity) {
+            return activity;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "activity not there within {WAIT:?}: {activity}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_killed_while_broadcasting_keeps_the_channel_and_every_update() {
+    const STARTERS: u64 = 4;
+    const BEFORE_KILL: usize = 5;
+    let db = TestDatabase::create().await;
+    let namespace = TestNamespace::new();
+    let mocks = Mocks::start().await;
+    let logs = std::env::temp_dir().join(format!("clarion-la-crash-{}", namespace.settings.namespace));
+    let config = LocalClusterConfig {
+        database_url: db.url.clone(),
+        amqp_url: namespace.settings.url.clone(),
+        namespace: namespace.settings.namespace.clone(),
+        harvesters: 1,
+        coordinator_env: Vec::new(),
+        harvester_env: Vec::new(),
+        dispatcher_env: mocks.dispatcher_env(),
+        log_dir: logs.clone(),
+    };
+    let mut cluster = LocalCluster::start(&config).await.expect("the cluster starts");
+    let starters = tokens(1, STARTERS);
+    for t in &starters {
+        let body = json!({"platform": "ios", "kind": "push_to_start", "attributes_type": "MatchAttributes",
+                          "topics": [TOPIC]});
+        let (status, answer) = call(
+            &cluster,
+            local_cluster::APP_KEY,
+            Method::PUT,
+            &format!("/api/v1/registrations/{t}"),
+            Some(&body),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+    }
+    let (status, created) = call(
+        &cluster,
+        local_cluster::DESK_KEY,
+        Method::POST,
+        "/api/v1/live-activities",
+        Some(&match_activity()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id = created["id"].as_str().expect("an id").to_owned();
+    let activity = wait_on_processes(&cluster, &id, |a| {
+        channel_ids(a).is_some() && a["start"]["accepted"].as_u64() == Some(STARTERS)
+    })
+    .await;
+    let channel = channel_ids(&activity).expect("channel ids")["production"].clone();
+
+    // A slow Apple keeps broadcasts in flight at the kill.
+    mocks.apns.channels.set_latency(Duration::from_millis(200));
+    let mut states = Vec::new();
+    let mut first = Value::Null;
+    for minute in 0..BEFORE_KILL as u32 {
+        let state = score(minute, 0, 10 + minute);
+        let body = json!({"id": Uuid::new_v4(), "content_state": state});
+        let (status, answer) = call(
+            &cluster,
+            local_cluster::DESK_KEY,
+            Method::POST,
+            &format!("/api/v1/live-activities/{id}/updates"),
+            Some(&body),
+        )
+        .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+        if first.is_null() {
+            first = body;
+        }
+        states.push(("update".to_owned(), state));
+    }
+    // Killed once the first broadcasts reached Apple, the others in the
+    // outbox, the queue or the dispatcher's hands.
+    let deadline = std::time::Instant::now() + WAIT;
+    let at_kill = loop {
+        let recorded = mocks.apns.channels.updates(&channel).map_or(0, |u| u.len());
+        if recorded >= 1 {
+            break recorded;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no broadcast within {WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    cluster.coordinator.kill();
+    cluster
+        .restart(Member::Coordinator)
+        .await
+        .expect("the coordinator starts again");
+    mocks.apns.channels.set_latency(Duration::ZERO);
+
+    let updates_path = format!("/api/v1/live-activities/{id}/updates");
+    let (status, answer) = call(
+        &cluster,
+        local_cluster::DESK_KEY,
+        Method::POST,
+        &updates_path,
+        Some(&first),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "a replay across the kill: {answer}");
+    let after = score(BEFORE_KILL as u32, 1, 80);
+    let end = score(BEFORE_KILL as u32, 1, 90);
+    for body in [
+        json!({"id": Uuid::new_v4(), "content_state": after}),
+        json!({"id": Uuid::new_v4(), "event": "end", "content_state": end}),
+    ] {
+        let (status, answer) = call(
+            &cluster,
+            local_cluster::DESK_KEY,
+            Method::POST,
+            &updates_path,
+            Some(&body),
+        )
+        .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+    }
+    states.push(("update".to_owned(), after));
+    states.push(("end".to_owned(), end));
+
+    let expected = states.len();
+    wait_on_processes(&cluster, &id, |a| {
+        a["updates"]
+            .as_array()
+            .is_some_and(|u| u.len() == expected && u.iter().all(|u| u["broadcasts"][0]["outcome"] == "sent"))
+    })
+    .await;
+    let updates = mocks
+        .apns
+        .channels
+        .updates(&channel)
+        .expect("the channel is still open");
+    let mut by_time: Vec<(i64, (String, Value))> = updates
+        .iter()
+        .map(|u| u["aps"]["timestamp"].as_i64().unwrap_or(0))
+        .zip(received_in_arrival_order(&updates))
+        .collect();
+    by_time.sort_by_key(|(stamp, _)| *stamp);
+    by_time.dedup_by_key(|(stamp, _)| *stamp);
+    let distinct: Vec<(String, Value)> = by_time.into_iter().map(|(_, update)| update).collect();
+    assert_eq!(distinct, states, "every update once, in timestamp order");
+    let copies = updates.len() - distinct.len();
+    assert!(
+        copies <= BEFORE_KILL,
+        "copies bounded to the broadcasts in flight: {copies}"
+    );
+    assert_eq!(
+        mocks.apns.channels.channel_ids(),
+        vec![channel.clone()],
+        "no second channel"
+    );
+    let activity = wait_on_processes(&cluster, &id, |_| true).await;
+    assert_eq!(
+        channel_ids(&activity).expect("channel ids")["production"],
+        channel
+    );
+    let stats = mocks.apns.state.accounting.stats();
+    assert_eq!(stats.unique_tokens, STARTERS);
+    assert_eq!(stats.duplicate_pushes, 0);
+    println!(
+        "kill -9: {at_kill} of {BEFORE_KILL} broadcasts at the mock when the coordinator was killed; channel \
+         {channel} kept; {expected} updates delivered of {expected} (lost 0), {copies} copies of broadcasts \
+         in flight (same timestamp, ignored by phones); start pushes delivered {} of {STARTERS}, duplicates {}",
+        stats.unique_tokens, stats.duplicate_pushes
+    );
+    cluster.stop();
+    let _ = std::fs::remove_dir_all(&logs);
 }
