@@ -430,6 +430,25 @@ async fn an_activity_is_created_started_updated_ended_and_deleted_through_its_ch
     .await;
     assert_eq!(deleted["status"], "deleted", "{deleted}");
 
+    // Audited as sends are: the create, each update accepted (not the
+    // replay), the delete.
+    let audited: Vec<String> = sql
+        .query(
+            "SELECT detail FROM audit_log WHERE target = 'live-activity/' || $1 ORDER BY id",
+            &[&id],
+        )
+        .await
+        .expect("the audit log")
+        .iter()
+        .map(|row| row.get::<_, String>(0))
+        .collect();
+    assert_eq!(audited.len(), 5, "{audited:?}");
+    assert_eq!(
+        (audited[0].as_str(), audited[4].as_str()),
+        ("created", "deleted"),
+        "{audited:?}"
+    );
+
     // A day after an activity ended, the sweep deletes its channels.
     let (status, created) = desk(
         &cluster,

@@ -13,7 +13,6 @@ use uuid::Uuid;
 use super::create::Activity;
 use crate::send::accept::{AcceptError, PlanError, Sending, accept_within};
 use crate::store::StoreError;
-use crate::store::audit::Author;
 use crate::store::lanes::Lane;
 use crate::store::live_activities::{self as store, CREATE_CHANNEL, DELETE_CHANNEL};
 
@@ -44,18 +43,6 @@ fn columns(outcome: &ChannelOutcome) -> (&'static str, Option<i16>, Option<&str>
             ("refused", i16::try_from(*status).ok(), Some(reason.as_str()))
         }
         ChannelOutcome::Failed { error } => ("failed", None, Some(error.as_str())),
-    }
-}
-
-/// The start push is sent as the creating key's.
-struct Creator<'a>(&'a Activity);
-
-impl Author for Creator<'_> {
-    fn key_id(&self) -> &str {
-        &self.0.key_id
-    }
-    fn key_name(&self) -> &str {
-        &self.0.key_name
     }
 }
 
@@ -162,7 +149,7 @@ async fn start_when_ready(
         .start_notification(Some(start))
         .map_err(|err| StoreError::Corrupt(format!("live activity {activity_id}'s start push: {err}")))?;
     let id = start_notification_id(activity_id);
-    let jobs = accept_within(sending, tx, id, &notification, activity.lane, &Creator(&activity))
+    let jobs = accept_within(sending, tx, id, &notification, activity.lane, &activity)
         .await
         .map_err(store_error)?;
     store::set_start_notification(tx, activity_id, id).await?;
