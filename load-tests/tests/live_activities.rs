@@ -585,6 +585,46 @@ async fn a_refused_create_fails_its_channel_and_a_channel_created_after_a_delete
         "no channel, no start: {failed}"
     );
 
+    // A broadcast refused as ChannelNotRegistered: the channel is gone.
+    let (status, created) = desk(
+        &cluster,
+        reqwest::Method::POST,
+        "/api/v1/live-activities",
+        Some(match_activity()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let gone_id = created["id"].as_str().expect("an id").to_owned();
+    let creates = cluster.take_channel_commands(1, WAIT).await;
+    cluster
+        .report_channel_outcome(
+            &creates[0],
+            ChannelOutcome::Created {
+                channel_id: "gone".into(),
+            },
+        )
+        .await;
+    let path = format!("/api/v1/live-activities/{gone_id}/updates");
+    let (status, body) = desk(
+        &cluster,
+        reqwest::Method::POST,
+        &path,
+        Some(json!({"content_state": {"home": 1}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let broadcasts = cluster.take_channel_commands(1, WAIT).await;
+    let gone = ChannelOutcome::Refused {
+        status: 410,
+        reason: "ChannelNotRegistered".into(),
+    };
+    cluster.report_channel_outcome(&broadcasts[0], gone).await;
+    let gone = wait_for_activity(&cluster, &gone_id, |a| a["channels"][0]["state"] == "deleted").await;
+    assert_eq!(
+        gone["updates"][0]["broadcasts"][0]["reason"], "ChannelNotRegistered",
+        "{gone}"
+    );
+
     // Deleted while its channel was being created: deleted once created.
     let (status, created) = desk(
         &cluster,
