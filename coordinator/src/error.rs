@@ -260,3 +260,15 @@ impl From<WriteError> for ApiError {
         }
     }
 }
+
+impl From<crate::live_activity::ActivityError> for ApiError {
+    fn from(err: crate::live_activity::ActivityError) -> Self {
+        use crate::live_activity::ActivityError;
+        match err {
+            ActivityError::Invalid(_) => ApiError::Invalid(err.to_string()),
+            ActivityError::Full { .. } | ActivityError::Ended(_) => ApiError::Conflict(err.to_string()),
+            ActivityError::NotFound(_) => ApiError::NotFound(err.to_string()),
+            ActivityError::Store(err) => err.into(),
+        }
+    }
+}

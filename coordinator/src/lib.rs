@@ -24,6 +24,7 @@ pub mod consumers;
 pub mod error;
 pub mod group_commit;
 pub mod hygiene;
+pub mod live_activity;
 pub mod metrics;
 pub mod migrations;
 pub mod progress;

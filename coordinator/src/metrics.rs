@@ -346,6 +346,45 @@ pub fn declare_write_kind(kind: &'static str) {
     WRITE_SHED.with([kind]).increment(0);
 }
 
+// Live Activities.
+
+/// Activity requests, by event (`created`, `updated`, `ended`, `replayed`,
+/// `deleted`, `full`: refused at Apple's channel limit).
+pub const LIVE_ACTIVITY_REQUESTS: CounterVec<1> = CounterVec::new(
+    "clarion_coordinator_live_activity_requests_total",
+    "Live Activity requests committed, by event (created, updated, ended, replayed, deleted, full: refused at Apple's 10,000 channels per app and environment)",
+    ["event"],
+);
+
+/// Channel commands the command relay published (broker-confirmed), by kind.
+pub const LIVE_ACTIVITY_COMMANDS_PUBLISHED: CounterVec<1> = CounterVec::new(
+    "clarion_coordinator_live_activity_commands_published_total",
+    "Live Activity channel commands published to deliver.ios.channels (confirmed by the broker), by kind (create_channel, broadcast, delete_channel)",
+    ["kind"],
+);
+
+/// Command relay rounds that failed (the commands wait in the outbox).
+pub const LIVE_ACTIVITY_RELAY_FAILURES: CounterVec<0> = CounterVec::new(
+    "clarion_coordinator_live_activity_relay_failures_total",
+    "Live Activity command relay rounds that failed; their commands wait in the outbox for the next",
+    [],
+);
+
+/// Channel reports recorded, by outcome (`created`, `sent`, `deleted`,
+/// `refused`, `failed`, `duplicate`).
+pub const LIVE_ACTIVITY_REPORTS: CounterVec<1> = CounterVec::new(
+    "clarion_coordinator_live_activity_reports_total",
+    "Live Activity channel reports recorded, by outcome (created, sent, deleted, refused, failed; duplicate: recorded before)",
+    ["outcome"],
+);
+
+/// Channels of activities ended a day ago whose deletes the sweep queued.
+pub const LIVE_ACTIVITY_CHANNELS_SWEPT: CounterVec<0> = CounterVec::new(
+    "clarion_coordinator_live_activity_channels_swept_total",
+    "Broadcast channels of Live Activities ended a day ago whose deletes the sweep queued",
+    [],
+);
+
 /// Gives the recorder every metric's help text, and starts at zero the
 /// counters worth an alert, instead of letting them appear with their
 /// first event (an alert on `rate()` needs a series). Called once at start.
@@ -363,6 +402,8 @@ pub fn declare() {
         &HYGIENE_REGISTRATIONS_PURGED,
         &HYGIENE_NOTIFICATIONS_TRIMMED,
         &RECEIPTS_SHED,
+        &LIVE_ACTIVITY_RELAY_FAILURES,
+        &LIVE_ACTIVITY_CHANNELS_SWEPT,
     ] {
         counter.describe();
     }
@@ -373,6 +414,9 @@ pub fn declare() {
         &VALVE_TRIPPED,
         &HYGIENE_RUNS,
         &HYGIENE_DETAIL_ROWS_REMOVED,
+        &LIVE_ACTIVITY_REQUESTS,
+        &LIVE_ACTIVITY_COMMANDS_PUBLISHED,
+        &LIVE_ACTIVITY_REPORTS,
     ] {
         counter.describe();
     }

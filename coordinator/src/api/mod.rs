@@ -11,6 +11,7 @@ pub mod authenticate;
 pub mod curve;
 pub mod held;
 pub mod limits;
+pub mod live_activities;
 pub mod middleware;
 pub mod notification_list;
 pub mod notifications;
@@ -74,6 +75,8 @@ pub struct AppState {
 pub struct ControlState {
     pub topic_counter: Addr<TopicCounter>,
     pub relay: Addr<JobRelay>,
+    /// Publishes Live Activities' channel commands.
+    pub commands: Addr<crate::live_activity::relay::CommandRelay>,
     /// For control messages (cancellations).
     pub publisher: Publisher,
 }

@@ -9,7 +9,8 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    AppState, audience, audit, curve, held, notification_list, notifications, registrations, replace, topics,
+    AppState, audience, audit, curve, held, live_activities, notification_list, notifications, registrations,
+    replace, topics,
 };
 use crate::error::Problem;
 use clarion_runtime::health;
@@ -45,6 +46,10 @@ use clarion_runtime::health;
         held::release_held,
         held::discard_held,
         audit::get_audit,
+        live_activities::create_activity,
+        live_activities::update_activity,
+        live_activities::get_activity,
+        live_activities::delete_activity_route,
         crate::receipts::api::post_receipts,
     ),
     components(schemas(Problem)),
@@ -53,6 +58,7 @@ use clarion_runtime::health;
         (name = "registrations", description = "Devices and the topics they follow (scope `register`)"),
         (name = "topics", description = "Topic sizes (scope `send` or `admin`)"),
         (name = "notifications", description = "Sending alerts and following them (scope `send`)"),
+        (name = "live-activities", description = "Live Activities on the lock screen, updated through APNs broadcast channels (scope `send`)"),
         (name = "held", description = "Tokens a tripped safety valve kept: look, release or discard (scope `admin`, audited)"),
         (name = "receipts", description = "What devices received and opened (scope `register`)"),
         (name = "audit", description = "Who did what (scope `admin`)"),

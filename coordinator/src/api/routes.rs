@@ -7,8 +7,8 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use clarion_runtime::health;
 
 use super::{
-    BODY_LIMIT, audience, audit, curve, held, notification_list, notifications, openapi, registrations,
-    replace, topics,
+    BODY_LIMIT, audience, audit, curve, held, live_activities, notification_list, notifications, openapi,
+    registrations, replace, topics,
 };
 use crate::error::ApiError;
 use crate::role::{Role, Roles};
@@ -77,7 +77,11 @@ fn control(cfg: &mut web::ServiceConfig) {
         .service(notifications::cancel_notification)
         .service(held::release_held)
         .service(held::discard_held)
-        .service(audit::get_audit);
+        .service(audit::get_audit)
+        .service(live_activities::create_activity)
+        .service(live_activities::update_activity)
+        .service(live_activities::get_activity)
+        .service(live_activities::delete_activity_route);
 }
 
 /// The console's paths on a coordinator without the control role.

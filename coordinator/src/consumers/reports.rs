@@ -9,6 +9,8 @@
 //! trickle of reports — a few dozen a second — costs a few commits a
 //! second, not one each; after a write that took longer, what queued
 //! meanwhile is written at once.
+//! Channel reports (Live Activities) are recorded one by one
+//! ([`crate::live_activity::report`]), acked after their commit.
 //! Job reports (one per shard job) are counted one by one as they come. A
 //! delivery report no dispatcher would send is parked in the dead-letter
 //! queue at once, which fails its notification.
@@ -24,12 +26,21 @@ use clarion_runtime::amqp::message::header_text;
 use futures::future::LocalBoxFuture;
 use lapin::message::Delivery;
 use tokio::sync::mpsc;
-use tracing::{Instrument, debug, error, warn};
+use tracing::{Instrument, debug, error, info, warn};
 use uuid::Uuid;
 
 use super::{count_report, give_back, process_span, retry_database};
+use actix::Addr;
+use clarion_proto::live_activity::{ChannelOutcome, ChannelReport};
+
+use crate::live_activity::relay::{CommandRelay, CommandsCommitted};
+use crate::live_activity::report::{self as live_report, Fate};
+use crate::metrics;
 use crate::progress::completion::{Valve, announce};
 use crate::progress::{Recorded, record_deliveries, record_delivery, record_job};
+use crate::release::relay::JobRelay;
+use crate::send::accept::{Sending, committed};
+use crate::send::topic_counter::TopicCounter;
 use crate::store::StoreError;
 
 /// Most delivery reports counted in one transaction. The consumer's
@@ -46,14 +57,71 @@ pub struct ReportHandler {
     /// The safety valve's thresholds.
     pub valve: Valve,
     pub writer: ReportWriter,
+    pub start_pushes: StartPushes,
+}
+
+/// What a channel report needs to accept a Live Activity's start push as
+/// a send is accepted, and to nudge the relays after it.
+#[derive(Clone)]
+pub struct StartPushes {
+    pub topic_counter: Addr<TopicCounter>,
+    pub relay: Addr<JobRelay>,
+    pub commands: Addr<CommandRelay>,
+    pub tokens_per_job: u64,
 }
 
 impl ReportHandler {
     /// A handler and its writer, started on the current arbiter;
     /// `prefetch`: the reports consumer's (no more can be in hand at once).
-    pub fn start(pool: PgPool, valve: Valve, prefetch: u16) -> Self {
+    pub fn start(pool: PgPool, valve: Valve, prefetch: u16, start_pushes: StartPushes) -> Self {
         let writer = ReportWriter::start(pool.clone(), valve, prefetch);
-        Self { pool, valve, writer }
+        Self {
+            pool,
+            valve,
+            writer,
+            start_pushes,
+        }
+    }
+
+    fn sending(&self) -> Sending<'_> {
+        Sending {
+            pool: &self.pool,
+            topic_counter: &self.start_pushes.topic_counter,
+            relay: &self.start_pushes.relay,
+            tokens_per_job: self.start_pushes.tokens_per_job,
+        }
+    }
+
+    /// Records a channel report; acked once committed.
+    async fn channel_report(&self, report: ChannelReport, delivery: &Delivery) {
+        let recorded = retry_database("record channel report", || {
+            live_report::record(self.sending(), &report)
+        })
+        .await;
+        match recorded {
+            Ok(fate) => {
+                let outcome = match (&fate, &report.outcome) {
+                    (Fate::Duplicate, _) => "duplicate",
+                    (_, ChannelOutcome::Created { .. }) => "created",
+                    (_, ChannelOutcome::Sent) => "sent",
+                    (_, ChannelOutcome::Deleted) => "deleted",
+                    (_, ChannelOutcome::Refused { .. }) => "refused",
+                    (_, ChannelOutcome::Failed { .. }) => "failed",
+                };
+                metrics::LIVE_ACTIVITY_REPORTS.with([outcome]).increment(1);
+                if let Fate::Recorded {
+                    start: Some((lane, jobs)),
+                } = fate
+                {
+                    info!(live_activity.id = %report.activity_id, jobs, "live activity start push accepted");
+                    committed(self.sending(), lane, jobs);
+                }
+                // Deletes it may have queued.
+                let _ = self.start_pushes.commands.try_send(CommandsCommitted);
+                ack(delivery).await;
+            }
+            Err(err) => give_back(delivery, "record channel report", &err).await,
+        }
     }
 }
 
@@ -84,6 +152,10 @@ impl DeliveryHandler for ReportHandler {
                             // Acked by the writer once counted.
                             None => handler.writer.write(report, delivery).await,
                         },
+                        Err(err) => dead_letter(&delivery, &err.to_string()).await,
+                    },
+                    Some(message_types::CHANNEL_REPORT) => match decode::<ChannelReport>(&delivery.data) {
+                        Ok(report) => handler.channel_report(report, &delivery).await,
                         Err(err) => dead_letter(&delivery, &err.to_string()).await,
                     },
                     other => {

@@ -20,7 +20,9 @@ use crate::config::Settings;
 use crate::consumers::cleanup::CleanupHandler;
 use crate::consumers::dead_letters::DeadLetterHandler;
 use crate::consumers::reports::ReportHandler;
+use crate::consumers::reports::StartPushes;
 use crate::hygiene::actor::Hygiene;
+use crate::live_activity::relay::CommandRelay;
 use crate::progress::watchdog::Watchdog;
 use crate::release::relay::JobRelay;
 use crate::send::scheduler::Scheduler;
@@ -30,6 +32,7 @@ use crate::stop::Stop;
 /// The control role's loops; they run while this lives, until [`stop`](ControlLoops::stop).
 pub struct ControlLoops {
     relay: Addr<JobRelay>,
+    commands: Addr<CommandRelay>,
     scheduler: Addr<Scheduler>,
     watchdog: Addr<Watchdog>,
     hygiene: Addr<Hygiene>,
@@ -61,6 +64,7 @@ impl ControlLoops {
         let refresh_every = settings.topic_count_max_age() / 2;
         let topic_counter = TopicCounter::new(pool.clone(), refresh_every).start();
         let relay = JobRelay::new(pool.clone(), broker.clone(), names.clone(), settings.scheduling()).start();
+        let commands = CommandRelay::new(pool.clone(), broker.clone(), names.clone()).start();
         let scheduler = Scheduler::new(
             pool.clone(),
             topic_counter.clone(),
@@ -90,7 +94,17 @@ impl ControlLoops {
                 settings.reports_prefetch,
                 "coordinator-reports",
             ),
-            ReportHandler::start(pool.clone(), settings.valve(), settings.reports_prefetch),
+            ReportHandler::start(
+                pool.clone(),
+                settings.valve(),
+                settings.reports_prefetch,
+                StartPushes {
+                    topic_counter: topic_counter.clone(),
+                    relay: relay.clone(),
+                    commands: commands.clone(),
+                    tokens_per_job: settings.tokens_per_job,
+                },
+            ),
         );
         let dead_letters = QueueConsumer::start_pool(
             1,
@@ -113,6 +127,7 @@ impl ControlLoops {
         );
         let loops = ControlLoops {
             relay: relay.clone(),
+            commands: commands.clone(),
             scheduler,
             watchdog,
             hygiene,
@@ -124,6 +139,7 @@ impl ControlLoops {
         let handles = ControlState {
             topic_counter,
             relay,
+            commands,
             publisher: Publisher::new(broker.clone(), names.clone()),
         };
         Ok((loops, handles))
@@ -134,6 +150,7 @@ impl ControlLoops {
     pub async fn stop(self, grace: Duration) {
         let _ = self.scheduler.send(Stop).await;
         let _ = self.relay.send(Stop).await;
+        let _ = self.commands.send(Stop).await;
         let _ = self.watchdog.send(Stop).await;
         let _ = self.hygiene.send(Stop).await;
         self.receipts_settler.abort();

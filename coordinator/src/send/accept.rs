@@ -166,6 +166,38 @@ pub async fn accept(
     })
 }
 
+/// Accepts a notification the coordinator sends itself (a Live
+/// Activity's start push) inside `tx`, as `author`'s: inserted unless its
+/// id exists, then planned and audited. Returns its jobs when inserted now
+/// (report them with [`committed`] after `tx` commits); `None` for an id
+/// stored before, which sends nothing again.
+pub async fn accept_within(
+    sending: Sending<'_>,
+    tx: &Transaction<'_>,
+    id: Uuid,
+    notification: &Notification,
+    lane: Lane,
+    author: &impl audit::Author,
+) -> Result<Option<u32>, AcceptError> {
+    let trace_id = trace_id_of(&tracing::Span::current());
+    let new = NewNotification {
+        id,
+        notification,
+        lane,
+        send_at: None,
+        api_key_id: author.key_id(),
+        trace_id: trace_id.as_deref(),
+        trace_context: None,
+    };
+    if !store::insert_if_absent(tx, &new).await? {
+        return Ok(None);
+    }
+    store::lock(tx, id).await?.ok_or(AcceptError::Vanished(id))?;
+    let jobs = plan_locked(sending, tx, id, notification, lane).await?;
+    audit::record(tx, author, Action::Send, &id.to_string(), "accepted").await?;
+    Ok(Some(jobs))
+}
+
 /// Plans a notification row-locked by `tx`, in a "plan notification" span
 /// (a child of the caller's): estimates its audience from the cached topic
 /// counts, puts its shard jobs in the outbox and marks it planned — all in

@@ -8,6 +8,7 @@ pub mod delivery;
 pub mod held;
 pub mod hygiene;
 pub mod lanes;
+pub mod live_activities;
 pub mod notification_list;
 pub mod notifications;
 pub mod outbox;

@@ -114,6 +114,10 @@ async fn the_openapi_document_lists_every_endpoint() {
         ("/api/v1/notifications/{id}/held/discard", "post"),
         ("/api/v1/audit", "get"),
         ("/api/v1/receipts", "post"),
+        ("/api/v1/live-activities", "post"),
+        ("/api/v1/live-activities/{id}", "get"),
+        ("/api/v1/live-activities/{id}", "delete"),
+        ("/api/v1/live-activities/{id}/updates", "post"),
     ];
     for (path, method) in expected {
         assert!(

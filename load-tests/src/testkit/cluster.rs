@@ -201,7 +201,9 @@ pub struct Cluster {
     pub trust: Trust,
     options: ClusterOptions,
     coordinator: Option<Coordinator>,
-    amqp: Connection,
+    /// The coordinator's command line, for [`Cluster::restart_coordinator`].
+    coordinator_args: Vec<String>,
+    pub(crate) amqp: Connection,
     _namespace: TestNamespace,
 }
 
@@ -239,6 +241,7 @@ impl Cluster {
         ];
         args.extend(extra_ca_arg(&options));
         args.extend(options.coordinator.iter().cloned());
+        let coordinator_args = args.clone();
         let settings = clarion_coordinator::Settings::try_parse_from(args).expect("coordinator settings");
         let coordinator = clarion_coordinator::start(settings)
             .await
@@ -263,6 +266,7 @@ impl Cluster {
             trust,
             options,
             coordinator: Some(coordinator),
+            coordinator_args,
             amqp,
             _namespace: namespace,
         };
@@ -276,6 +280,22 @@ impl Cluster {
             }
         }
         cluster
+    }
+
+    /// Stops the coordinator gracefully and starts it again with the same
+    /// settings (on a new port: `base` follows), once it is ready.
+    pub async fn restart_coordinator(&mut self) {
+        if let Some(coordinator) = self.coordinator.take() {
+            coordinator.stop().await;
+        }
+        let settings = clarion_coordinator::Settings::try_parse_from(self.coordinator_args.clone())
+            .expect("coordinator settings");
+        let coordinator = clarion_coordinator::start(settings)
+            .await
+            .expect("coordinator starts again");
+        self.base = format!("http://{}", coordinator.addr());
+        wait_until_ready(&self.http, &self.base).await;
+        self.coordinator = Some(coordinator);
     }
 
     /// The mocks (the cluster must have been started with dispatchers).

@@ -7,6 +7,7 @@
 //! (`pg_standby`) that can take over as a synchronous standby
 //! (`pg_failover`); and an OTLP receiver for trace tests.
 
+mod channels;
 mod cluster;
 pub mod node_loss;
 pub mod otlp;
