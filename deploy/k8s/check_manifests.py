@@ -44,6 +44,8 @@ ROUTES = [
     ("POST", "/api/v1/notifications/0190d5e2/held/release", "control"),
     ("GET", "/api/v1/topics/breaking/uk", "control"),
     ("GET", "/api/v1/audit", "control"),
+    ("POST", "/api/v1/live-activities", "control"),
+    ("POST", "/api/v1/live-activities/0190d5e2/updates", "control"),
     ("GET", "/console/", "control"),
 ]
 

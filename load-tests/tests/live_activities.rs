@@ -430,6 +430,25 @@ async fn an_activity_is_created_started_updated_ended_and_deleted_through_its_ch
     .await;
     assert_eq!(deleted["status"], "deleted", "{deleted}");
 
+    // Audited as sends are: the create, each update accepted (not the
+    // replay), the delete.
+    let audited: Vec<String> = sql
+        .query(
+            "SELECT detail FROM audit_log WHERE target = 'live-activity/' || $1 ORDER BY id",
+            &[&id],
+        )
+        .await
+        .expect("the audit log")
+        .iter()
+        .map(|row| row.get::<_, String>(0))
+        .collect();
+    assert_eq!(audited.len(), 5, "{audited:?}");
+    assert_eq!(
+        (audited[0].as_str(), audited[4].as_str()),
+        ("created", "deleted"),
+        "{audited:?}"
+    );
+
     // A day after an activity ended, the sweep deletes its channels.
     let (status, created) = desk(
         &cluster,
@@ -521,6 +540,128 @@ async fn an_activity_is_created_started_updated_ended_and_deleted_through_its_ch
     assert!(
         problem["detail"].as_str().unwrap_or_default().contains("10000"),
         "{problem}"
+    );
+    cluster.stop().await;
+}
+
+#[actix_web::test]
+async fn a_refused_create_fails_its_channel_and_a_channel_created_after_a_delete_is_deleted() {
+    let cluster = Cluster::start(ClusterOptions::default()).await;
+    // No push-to-start token yet: a production channel only.
+    let (status, created) = desk(
+        &cluster,
+        reqwest::Method::POST,
+        "/api/v1/live-activities",
+        Some(match_activity()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let refused_id = created["id"].as_str().expect("an id").to_owned();
+    let creates = cluster.take_channel_commands(1, WAIT).await;
+    assert_eq!(creates.len(), 1, "{creates:?}");
+    assert_eq!(environment_of(&creates[0]), "production");
+    let path = format!("/api/v1/live-activities/{refused_id}/updates");
+    let (status, body) = desk(
+        &cluster,
+        reqwest::Method::POST,
+        &path,
+        Some(json!({"content_state": {"home": 1}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let refusal = ChannelOutcome::Refused {
+        status: 400,
+        reason: "BadRequest".into(),
+    };
+    cluster.report_channel_outcome(&creates[0], refusal).await;
+    let failed = wait_for_activity(&cluster, &refused_id, |a| a["channels"][0]["state"] == "failed").await;
+    assert_eq!(failed["channels"][0]["reason"], "BadRequest", "{failed}");
+    assert_eq!(
+        failed["updates"][0]["broadcasts"][0]["outcome"], "failed",
+        "{failed}"
+    );
+    assert!(
+        failed["start"]["notification_id"].is_null(),
+        "no channel, no start: {failed}"
+    );
+
+    // A broadcast refused as ChannelNotRegistered: the channel is gone.
+    let (status, created) = desk(
+        &cluster,
+        reqwest::Method::POST,
+        "/api/v1/live-activities",
+        Some(match_activity()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let gone_id = created["id"].as_str().expect("an id").to_owned();
+    let creates = cluster.take_channel_commands(1, WAIT).await;
+    cluster
+        .report_channel_outcome(
+            &creates[0],
+            ChannelOutcome::Created {
+                channel_id: "gone".into(),
+            },
+        )
+        .await;
+    let path = format!("/api/v1/live-activities/{gone_id}/updates");
+    let (status, body) = desk(
+        &cluster,
+        reqwest::Method::POST,
+        &path,
+        Some(json!({"content_state": {"home": 1}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let broadcasts = cluster.take_channel_commands(1, WAIT).await;
+    let gone = ChannelOutcome::Refused {
+        status: 410,
+        reason: "ChannelNotRegistered".into(),
+    };
+    cluster.report_channel_outcome(&broadcasts[0], gone).await;
+    let gone = wait_for_activity(&cluster, &gone_id, |a| a["channels"][0]["state"] == "deleted").await;
+    assert_eq!(
+        gone["updates"][0]["broadcasts"][0]["reason"], "ChannelNotRegistered",
+        "{gone}"
+    );
+
+    // Deleted while its channel was being created: deleted once created.
+    let (status, created) = desk(
+        &cluster,
+        reqwest::Method::POST,
+        "/api/v1/live-activities",
+        Some(match_activity()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let deleted_id = created["id"].as_str().expect("an id").to_owned();
+    let creates = cluster.take_channel_commands(1, WAIT).await;
+    let (status, body) = desk(
+        &cluster,
+        reqwest::Method::DELETE,
+        &format!("/api/v1/live-activities/{deleted_id}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    cluster
+        .report_channel_outcome(
+            &creates[0],
+            ChannelOutcome::Created {
+                channel_id: "late".into(),
+            },
+        )
+        .await;
+    let deletes = cluster.take_channel_commands(1, WAIT).await;
+    assert!(
+        matches!(&deletes[..], [ChannelCommand { action: ChannelAction::DeleteChannel { channel_id }, .. }] if channel_id == "late"),
+        "{deletes:?}"
+    );
+    let deleted = wait_for_activity(&cluster, &deleted_id, |a| a["channels"][0]["state"] == "deleting").await;
+    assert_eq!(deleted["status"], "deleted", "{deleted}");
+    assert!(
+        deleted["start"]["notification_id"].is_null(),
+        "a deleted activity starts nowhere: {deleted}"
     );
     cluster.stop().await;
 }

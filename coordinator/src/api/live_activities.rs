@@ -302,7 +302,7 @@ pub async fn update_activity(
         priority,
     };
     let control = state.control()?;
-    let mut response = match update(&state.pool, activity_id, &asked).await? {
+    let mut response = match update(&state.pool, activity_id, &asked, &caller).await? {
         Updated::New { broadcasts } => {
             let _ = control.commands.try_send(CommandsCommitted);
             let event = if end { "ended" } else { "updated" };
@@ -429,7 +429,7 @@ pub async fn delete_activity_route(
     caller.require(Scope::Send)?;
     let id = path.into_inner();
     let control = state.control()?;
-    let deletes = delete_activity(&state.pool, id).await?;
+    let deletes = delete_activity(&state.pool, id, &caller).await?;
     let _ = control.commands.try_send(CommandsCommitted);
     metrics::LIVE_ACTIVITY_REQUESTS.with(["deleted"]).increment(1);
     tracing::info!(live_activity.id = %id, deletes, "live activity deleted");

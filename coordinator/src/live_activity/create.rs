@@ -17,6 +17,7 @@ use uuid::Uuid;
 
 use super::{ActivityError, unix_now};
 use crate::store::StoreError;
+use crate::store::audit::{self, Action, Author};
 use crate::store::lanes::Lane;
 use crate::store::live_activities::{self as store, CREATE_CHANNEL, NewActivity};
 
@@ -118,6 +119,21 @@ impl Activity {
     }
 }
 
+/// The start push is sent, and audited, as the creating key's.
+impl Author for Activity {
+    fn key_id(&self) -> &str {
+        &self.key_id
+    }
+    fn key_name(&self) -> &str {
+        &self.key_name
+    }
+}
+
+/// The audit log's target for an activity.
+pub fn audit_target(id: Uuid) -> String {
+    format!("live-activity/{id}")
+}
+
 /// Stores a validated activity, its channels and their create commands;
 /// returns the environments it has channels in.
 pub async fn create(pool: &PgPool, id: Uuid, activity: &Activity) -> Result<Vec<String>, ActivityError> {
@@ -166,6 +182,7 @@ pub async fn create(pool: &PgPool, id: Uuid, activity: &Activity) -> Result<Vec<
         store::insert_channel(&tx, id, environment, &activity.app).await?;
         store::insert_command(&tx, id, environment, CREATE_CHANNEL, None, None).await?;
     }
+    audit::record(&tx, activity, Action::Send, &audit_target(id), "created").await?;
     tx.commit().await?;
     Ok(environments)
 }

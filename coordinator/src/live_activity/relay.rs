@@ -192,13 +192,23 @@ async fn relay_batch(pool: &PgPool, publisher: &Publisher, exchange: &str) -> Re
         messaging.destination.name = %exchange,
         messaging.batch.message_count = ready.len(),
     );
-    // Built inside the span: each command carries its trace context.
-    let messages = span.in_scope(|| {
-        ready
-            .iter()
-            .map(|command| outgoing(exchange, command))
-            .collect::<Result<Vec<_>, RelayError>>()
-    })?;
+    // Built inside the span: each command carries its trace context. A
+    // row that makes no command (it cannot happen through the API) is
+    // recorded as failed rather than holding up the outbox.
+    let mut messages = Vec::with_capacity(ready.len());
+    let mut kinds = Vec::with_capacity(ready.len());
+    for command in &ready {
+        match span.in_scope(|| outgoing(exchange, command)) {
+            Ok(message) => {
+                messages.push(message);
+                kinds.push(kind_label(&command.kind));
+            }
+            Err(err) => {
+                warn!(command.id = %command.id, error = %err, "a live activity command cannot be sent; recorded as failed");
+                store::record_outcome(&tx, command.id, "failed", None, Some(&err.to_string())).await?;
+            }
+        }
+    }
     publisher
         .publish_all_within(&messages, PUBLISH_DEADLINE)
         .instrument(span)
@@ -206,12 +216,12 @@ async fn relay_batch(pool: &PgPool, publisher: &Publisher, exchange: &str) -> Re
     let ids: Vec<_> = ready.iter().map(|c| c.id).collect();
     store::mark_published(&tx, &ids).await?;
     tx.commit().await?;
-    for command in &ready {
+    for kind in kinds {
         metrics::LIVE_ACTIVITY_COMMANDS_PUBLISHED
-            .with([kind_label(&command.kind)])
+            .with([kind])
             .increment(1);
     }
-    info!(commands = ready.len(), "live activity commands published");
+    info!(commands = messages.len(), "live activity commands published");
     Ok(ready.len())
 }
 

@@ -2,7 +2,9 @@
 //! once (`outcome_at IS NULL`), in one transaction with what it means —
 //! a created channel opens with its id (an extra id, from a create carried
 //! out twice, is queued for deletion), a refused or failed create fails
-//! its channel, a delete marks it deleted (it leaves the 10,000 count) —
+//! its channel, a delete (or a broadcast Apple refuses as
+//! `ChannelNotRegistered` or `BadChannelId`) marks it deleted (it leaves
+//! the 10,000 count) —
 //! and, when the last of an activity's channels has its id, the start push
 //! accepted as an ordinary notification. The caller acks after the commit.
 
@@ -13,9 +15,11 @@ use uuid::Uuid;
 use super::create::Activity;
 use crate::send::accept::{AcceptError, PlanError, Sending, accept_within};
 use crate::store::StoreError;
-use crate::store::audit::Author;
 use crate::store::lanes::Lane;
-use crate::store::live_activities::{self as store, CREATE_CHANNEL, DELETE_CHANNEL};
+use crate::store::live_activities::{self as store, BROADCAST, CREATE_CHANNEL, DELETE_CHANNEL};
+
+/// Apple's refusals of a broadcast that mean its channel is gone.
+const CHANNEL_GONE: [&str; 2] = ["ChannelNotRegistered", "BadChannelId"];
 
 /// What recording a report did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,18 +48,6 @@ fn columns(outcome: &ChannelOutcome) -> (&'static str, Option<i16>, Option<&str>
             ("refused", i16::try_from(*status).ok(), Some(reason.as_str()))
         }
         ChannelOutcome::Failed { error } => ("failed", None, Some(error.as_str())),
-    }
-}
-
-/// The start push is sent as the creating key's.
-struct Creator<'a>(&'a Activity);
-
-impl Author for Creator<'_> {
-    fn key_id(&self) -> &str {
-        &self.0.key_id
-    }
-    fn key_name(&self) -> &str {
-        &self.0.key_name
     }
 }
 
@@ -96,6 +88,11 @@ pub async fn record(sending: Sending<'_>, report: &ChannelReport) -> Result<Fate
             if let Some(channel_id) = &command.channel_id {
                 store::channel_deleted(&tx, activity_id, channel_id).await?;
             }
+        }
+        // Apple no longer knows the channel: it takes no more broadcasts
+        // and leaves the 10,000 count.
+        (BROADCAST, ChannelOutcome::Refused { reason, .. }) if CHANNEL_GONE.contains(&reason.as_str()) => {
+            store::set_channel_state(&tx, activity_id, environment, "deleted", Some(reason)).await?;
         }
         // A broadcast's answer, or a delete that failed: recorded only.
         _ => {}
@@ -162,7 +159,7 @@ async fn start_when_ready(
         .start_notification(Some(start))
         .map_err(|err| StoreError::Corrupt(format!("live activity {activity_id}'s start push: {err}")))?;
     let id = start_notification_id(activity_id);
-    let jobs = accept_within(sending, tx, id, &notification, activity.lane, &Creator(&activity))
+    let jobs = accept_within(sending, tx, id, &notification, activity.lane, &activity)
         .await
         .map_err(store_error)?;
     store::set_start_notification(tx, activity_id, id).await?;

@@ -11,7 +11,9 @@ use clarion_runtime::db::DbError;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::create::audit_target;
 use super::{ActivityError, unix_now};
+use crate::store::audit::{self, Action, Author};
 use crate::store::live_activities::{self as store, BROADCAST, DELETE_CHANNEL, UpdateRow};
 
 /// An update as asked.
@@ -58,7 +60,12 @@ fn takes_broadcasts(state: &str) -> bool {
     matches!(state, "creating" | "open")
 }
 
-pub async fn update(pool: &PgPool, activity_id: Uuid, update: &Update) -> Result<Updated, ActivityError> {
+pub async fn update(
+    pool: &PgPool,
+    activity_id: Uuid,
+    update: &Update,
+    author: &impl Author,
+) -> Result<Updated, ActivityError> {
     // Checked before the transaction: a refusal costs no lock.
     update.payload(unix_now())?;
     let mut conn = pool.get().await.map_err(DbError::from)?;
@@ -98,13 +105,15 @@ pub async fn update(pool: &PgPool, activity_id: Uuid, update: &Update) -> Result
             broadcasts += 1;
         }
     }
+    let detail = format!("{} {}", row.event, update.id);
+    audit::record(&tx, author, Action::Send, &audit_target(activity_id), &detail).await?;
     tx.commit().await?;
     Ok(Updated::New { broadcasts })
 }
 
 /// Marks the activity deleted and queues a delete of each open channel;
 /// returns how many were queued.
-pub async fn delete(pool: &PgPool, activity_id: Uuid) -> Result<usize, ActivityError> {
+pub async fn delete(pool: &PgPool, activity_id: Uuid, author: &impl Author) -> Result<usize, ActivityError> {
     let mut conn = pool.get().await.map_err(DbError::from)?;
     let tx = conn.transaction().await?;
     let activity = store::lock_activity(&tx, activity_id)
@@ -113,6 +122,7 @@ pub async fn delete(pool: &PgPool, activity_id: Uuid) -> Result<usize, ActivityE
     let mut deletes = 0;
     if activity.deleted_at.is_none() {
         store::mark_deleted(&tx, activity_id).await?;
+        audit::record(&tx, author, Action::Cancel, &audit_target(activity_id), "deleted").await?;
         for channel in store::channels(&tx, activity_id).await? {
             if let ("open", Some(channel_id)) = (channel.state.as_str(), &channel.channel_id) {
                 store::insert_command(

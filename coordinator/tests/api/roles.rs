@@ -95,10 +95,10 @@ async fn an_api_coordinator_serves_the_app_facing_routes_without_a_broker_and_re
 
     let refused = check_routes(&app, "control").await;
     // Topics (2), audience, send, replace, cancel, held release and
-    // discard, audit: a new
+    // discard, audit, Live Activities (create, update, get, delete): a new
     // route changes this count; decide its role (`api::routes`) and the
     // chart's routing with it.
-    assert_eq!(refused, 9, "control routes refused");
+    assert_eq!(refused, 13, "control routes refused");
     for path in ["/console", "/console/", "/console/session"] {
         let response = app.get(path, ADMIN_KEY).await;
         assert_eq!(response.status(), StatusCode::MISDIRECTED_REQUEST, "{path}");
