@@ -9,7 +9,11 @@
 //! newsroom console until Ctrl-C. With `--apps N`, each app gets its own
 //! audience and its own mock Apple and Google, and one alert per app goes
 //! out side by side; the browsers of every app share one mock push
-//! service, as sites share the browsers' push services.
+//! service, as sites share the browsers' push services. With
+//! `--live-activity`, a short football match follows as a Live Activity
+//! ([`live_activity`]).
+
+mod live_activity;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -102,6 +106,13 @@ pub struct DemoArgs {
     /// notification per app goes out side by side.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4))]
     pub apps: u32,
+
+    /// After the alert, run a short football match as a Live Activity:
+    /// push-to-start tokens registered on sport/football, the activity
+    /// started on them, three score updates and the final whistle
+    /// broadcast on its channels, what the mock APNs recorded per channel.
+    #[arg(long)]
+    pub live_activity: bool,
 }
 
 pub async fn run(args: DemoArgs) -> Result<()> {
@@ -204,6 +215,9 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     );
     println!("{}", keys_text(&log_dir));
     let mut outcome = send_and_follow(&cluster, &args, &mocks).await;
+    if outcome.is_ok() && args.live_activity {
+        outcome = live_activity::run_match(&cluster, &mocks.apps[0].apns).await;
+    }
     if outcome.is_ok() && args.keep_running {
         println!(
             "\nThe cluster keeps running for the console: open {}/console/ and sign in with {DESK_KEY}. \

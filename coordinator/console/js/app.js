@@ -1,6 +1,7 @@
 // The console's entry point: finds the session, then shows the view the
 // location's hash names — #/compose, #/n/<id> (a notification's progress),
-// #/history — or the sign-in form.
+// #/history, #/live (start a Live Activity), #/live/<id> (follow and
+// update one) — or the sign-in form.
 
 import { api, currentSession, setSession } from './api.js';
 import { $, toast } from './dom.js';
@@ -8,6 +9,7 @@ import { showSignIn } from './signin.js';
 import { showCompose } from './compose.js';
 import { showProgress } from './progress.js';
 import { showHistory } from './history.js';
+import { showLive, showLiveStart } from './live.js';
 
 const main = $('#main');
 // What the view on screen must stop (timers) before the next one shows.
@@ -32,8 +34,13 @@ function route() {
   }
   const { path, params } = parseHash();
   const progress = path.match(/^\/n\/([0-9a-fA-F-]{36})$/);
+  const live = path.match(/^\/live\/([0-9a-fA-F-]{36})$/);
   if (progress) {
     stopView = showProgress(main, progress[1]);
+  } else if (live) {
+    stopView = showLive(main, live[1]);
+  } else if (path === '/live') {
+    stopView = showLiveStart(main);
   } else if (path === '/history') {
     stopView = showHistory(main);
   } else {

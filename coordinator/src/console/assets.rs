@@ -37,6 +37,8 @@ const ASSETS: &[Asset] = &[
     asset!("js/preview.js", JS),
     asset!("js/progress.js", JS),
     asset!("js/history.js", JS),
+    asset!("js/live.js", JS),
+    asset!("js/live_templates.js", JS),
     asset!("vendor/uPlot.iife.min.js", JS),
     asset!("vendor/uPlot.min.css", "text/css; charset=utf-8"),
 ];

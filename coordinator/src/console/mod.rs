@@ -1,6 +1,6 @@
 //! The newsroom console at `/console/`: a page an editor signs in to with
 //! an API key to compose, send or schedule, follow and cancel alerts and
-//! look back at past ones.
+//! look back at past ones, and to start, update and end Live Activities.
 //!
 //! The page is static (HTML, CSS and a few JavaScript modules in
 //! `coordinator/console/`, embedded in the binary by [`assets`], and the

@@ -9,6 +9,7 @@
 
 mod channels;
 mod cluster;
+mod live_activities;
 pub mod node_loss;
 pub mod otlp;
 pub mod pg_failover;

@@ -3,11 +3,13 @@
 //! two topics and see the audience, dry run, send and watch the page reach
 //! `complete` with the curve drawn, schedule one that fires and one that is
 //! edited then cancelled, find them in history, an XSS title shown as text, signed-out
-//! access refused, and a phone-width window without sideways scrolling.
+//! access refused, and a phone-width window without sideways scrolling; the
+//! Live Activity page (`live`): start a match, push a score, end, delete.
 //!
 //! `CLARION_CONSOLE_SCREENSHOTS=docs/src/images` also saves the book's screenshots.
 
 mod browser;
+mod live;
 
 use std::time::Duration;
 
