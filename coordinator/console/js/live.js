@@ -25,6 +25,17 @@ function drawPreview(root, template, attributes, state, alert) {
   if (alert?.title) banner.textContent = `${alert.title} — ${alert.body ?? ''}`;
 }
 
+/** A random UUID (v4); crypto.randomUUID needs a secure context, which a
+ * console on plain HTTP beyond localhost is not. */
+function newUuid() {
+  if (crypto.randomUUID) return crypto.randomUUID();
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const hex = [...b].map((x) => x.toString(16).padStart(2, '0')).join('');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
 function parseObject(text, name) {
   let value;
   try {
@@ -177,7 +188,7 @@ export function showLive(main, id) {
 
   async function push(event) {
     error.textContent = '';
-    pendingId ??= crypto.randomUUID();
+    pendingId ??= newUuid();
     try {
       await api('POST', `${path}/updates`, { id: pendingId, event, content_state: asked(), alert: alertOf() });
       pendingId = null;

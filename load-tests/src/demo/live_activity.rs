@@ -312,7 +312,27 @@ pub async fn run_match(cluster: &LocalCluster, apns: &ApnsMock) -> Result<()> {
         }
     }
 
-    let activity = expect(cluster, DESK_KEY, Method::GET, &path, None, StatusCode::OK).await?;
+    // The mock recorded them; the dispatcher's reports follow.
+    let activity = wait_for("every broadcast's report", || async {
+        let activity = expect(cluster, DESK_KEY, Method::GET, &path, None, StatusCode::OK).await?;
+        let reported = activity["updates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .all(|update| {
+                update["broadcasts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .all(|b| !b["outcome"].is_null())
+            });
+        Ok(if reported {
+            Ok(activity)
+        } else {
+            Err(activity.to_string())
+        })
+    })
+    .await?;
     report_activity(&activity);
 
     expect(
