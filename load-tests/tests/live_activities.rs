@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use clarion_load_tests::mocks::digest;
-use clarion_load_tests::testkit::{APP_KEY, Cluster, ClusterOptions, DESK_KEY};
+use clarion_load_tests::testkit::{APP_KEY, Cluster, ClusterOptions};
 use clarion_proto::live_activity::{ChannelAction, ChannelCommand, ChannelOutcome};
 use clarion_proto::{ApnsEnvironment, Notification, Platform};
 use reqwest::StatusCode;
@@ -96,16 +96,7 @@ async fn desk(
     path: &str,
     body: Option<Value>,
 ) -> (StatusCode, Value) {
-    let mut request = cluster
-        .http
-        .request(method, format!("{}{path}", cluster.base))
-        .bearer_auth(DESK_KEY);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.expect("answered");
-    let status = response.status();
-    (status, response.json().await.unwrap_or_default())
+    cluster.desk(method, path, body.as_ref()).await
 }
 
 fn match_activity() -> Value {
@@ -125,25 +116,7 @@ fn environment_of(command: &ChannelCommand) -> &'static str {
 
 /// Polls the activity until `done` holds.
 async fn wait_for_activity(cluster: &Cluster, id: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let (status, body) = desk(
-            cluster,
-            reqwest::Method::GET,
-            &format!("/api/v1/live-activities/{id}"),
-            None,
-        )
-        .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        if done(&body) {
-            return body;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "activity never got there: {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    cluster.wait_for_activity(id, WAIT, done).await
 }
 
 #[actix_web::test]
