@@ -11,7 +11,7 @@
 //! out side by side; the browsers of every app share one mock push
 //! service, as sites share the browsers' push services. With
 //! `--live-activity`, a short football match follows as a Live Activity
-//! ([`live_activity`]).
+//! (`demo/live_activity.rs`).
 
 mod live_activity;
 
