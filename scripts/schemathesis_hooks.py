@@ -246,3 +246,80 @@ def before_call(context, case, kwargs):
         parameters = case.path_parameters or {}
         if "id" in parameters:
             case.body["id"] = parameters["id"]
+
+
+# A Live Activity's start push and its updates are checked as Apple will
+# get them: at most 4096 bytes once built, a `dismissal_date` not before
+# the `stale_date`, and the start push's text (`name` when there is no
+# `alert`, else the alert) as a notification's title and body. A schema
+# cannot state these, so in the positive cases only the hooks below keep
+# them: objects too large for one push are emptied, texts made plain,
+# dates put in order, and whole numbers JSON writes as `5.0` made `5`.
+# The coordinator's own tests (load-tests/tests/live_activities.rs) check
+# those 422s.
+
+PLAIN = re.compile(r"[\x00-\x1f\x7f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
+I64 = (-(2**63), 2**63 - 1)
+
+
+def _positive_body(case):
+    meta = case.meta
+    return meta is not None and meta.generation.mode.is_positive and isinstance(case.body, dict)
+
+
+def _small(value, limit=600):
+    """`value` when it fits one push with room to spare and holds no NUL
+    (which PostgreSQL cannot store: a 422 naming the field), else `{}`."""
+    text = json.dumps(value)
+    return value if len(text) <= limit and "\\u0000" not in text else {}
+
+
+def _plain(text, fallback):
+    text = PLAIN.sub("", text)[:120] if isinstance(text, str) else text
+    return text if isinstance(text, str) and text.strip() else fallback
+
+
+def _whole(value, low, high):
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and not low <= value <= high:
+        return None
+    return value
+
+
+@schemathesis.hook("map_case").apply_to(method="POST", path="/api/v1/live-activities")
+def start_push_fits(context, case):
+    if not _positive_body(case):
+        return case
+    body = case.body
+    for field in ("attributes", "content_state"):
+        if isinstance(body.get(field), dict):
+            body[field] = _small(body[field])
+    body["name"] = _plain(body.get("name"), "England v France")
+    if isinstance(body.get("alert"), dict):
+        alert = body["alert"]
+        alert["title"] = _plain(alert.get("title"), "Kick-off")
+        alert["body"] = _plain(alert.get("body"), "England v France has started")
+    if "stale_after_seconds" in body:
+        body["stale_after_seconds"] = _whole(body["stale_after_seconds"], 1, 28 * 24 * 3600)
+    return case
+
+
+@schemathesis.hook("map_case").apply_to(method="POST", path="/api/v1/live-activities/{id}/updates")
+def update_fits(context, case):
+    if not _positive_body(case):
+        return case
+    body = case.body
+    if isinstance(body.get("content_state"), dict):
+        body["content_state"] = _small(body["content_state"])
+    if isinstance(body.get("alert"), dict):
+        alert = body["alert"]
+        alert["title"] = _plain(alert.get("title"), "Goal")
+        alert["body"] = _plain(alert.get("body"), "1-0")
+    for field in ("stale_date", "dismissal_date"):
+        if field in body:
+            body[field] = _whole(body[field], *I64)
+    stale, dismissal = body.get("stale_date"), body.get("dismissal_date")
+    if isinstance(stale, int) and isinstance(dismissal, int) and dismissal < stale:
+        body["dismissal_date"] = stale
+    return case

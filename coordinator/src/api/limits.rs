@@ -245,6 +245,48 @@ pub fn state_limits(doc: &mut Value, max_topics_per_device: u32) {
         "/components/schemas/ReceiptItem/properties/token",
         receipt_token,
     );
+    state_live_activity_limits(doc);
+}
+
+/// The rules of a Live Activity's create and update that a schema can
+/// state. (Those it cannot: the start push and an update at most 4096 bytes
+/// once built, a `dismissal_date` not before the `stale_date`, and the
+/// text of the start push, `name` when there is no `alert`.)
+fn state_live_activity_limits(doc: &mut Value) {
+    let create = "/components/schemas/CreateRequest/properties";
+    merge(
+        doc,
+        &format!("{create}/topics"),
+        json!({"minItems": 1, "maxItems": MAX_TOPICS_PER_NOTIFICATION, "items": topic()}),
+    );
+    merge(doc, &format!("{create}/name"), json!({"pattern": "\\S"}));
+    merge(
+        doc,
+        &format!("{create}/attributes_type"),
+        json!({"pattern": ATTRIBUTES_TYPE_PATTERN, "maxLength": MAX_ATTRIBUTES_TYPE_BYTES}),
+    );
+    merge(
+        doc,
+        &format!("{create}/storage_policy"),
+        json!({"enum": ["none", "most-recent", null]}),
+    );
+    merge(
+        doc,
+        &format!("{create}/stale_after_seconds"),
+        json!({"minimum": 1, "maximum": MAX_TTL_SECONDS}),
+    );
+    let update = "/components/schemas/UpdateRequest/properties";
+    merge(
+        doc,
+        &format!("{update}/event"),
+        json!({"enum": ["update", "end", null]}),
+    );
+    merge(doc, &format!("{update}/priority"), json!({"enum": [5, 10, null]}));
+    merge(
+        doc,
+        &format!("{update}/relevance_score"),
+        json!({"minimum": 0, "maximum": 1}),
+    );
 }
 
 /// Writes the apps this installation serves (`default` first, then those
@@ -274,7 +316,7 @@ pub fn state_apps(doc: &mut Value, served: &[String]) {
     }
     let mut nullable: Vec<Value> = served.iter().map(|app| json!(app)).collect();
     nullable.push(Value::Null);
-    for schema in ["SendRequest", "RegistrationRequest"] {
+    for schema in ["SendRequest", "RegistrationRequest", "CreateRequest"] {
         merge(
             doc,
             &format!("/components/schemas/{schema}/properties/app"),

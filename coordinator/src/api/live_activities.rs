@@ -187,6 +187,8 @@ pub struct ActivityStatus {
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The key lacks the `send` scope, or may not use the lane, the app or a topic", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The app has 10,000 channels not deleted in an APNs environment, Apple's limit", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body larger than 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A rule broken; the message names the field (`name`, `attributes_type`, `attributes`, `content_state`, `topics`, `app`, `lane`, `stale_after_seconds`; the start push over 4096 bytes)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The database is unavailable; nothing was committed", body = Problem, content_type = "application/problem+json"),
     )
@@ -252,9 +254,15 @@ pub async fn create_activity(
     responses(
         (status = 202, description = "The update and its broadcasts are committed", body = Created),
         (status = 200, description = "This update id was accepted before; nothing is sent again", body = Created),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The key lacks the `send` scope, or may not use the activity's app", body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The activity has ended or was deleted", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A rule broken; the message names the field (`content_state`, `event`, `priority`, `relevance_score`, `dismissal_date`; the payload over 4096 bytes)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body larger than 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A rule broken; the message names the field (`content_state`, `event`, `priority`, `relevance_score`, `dismissal_date`; the payload over 4096 bytes), or the id is not a UUID", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The database is unavailable; nothing was committed", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[post("/api/v1/live-activities/{id}/updates")]
@@ -326,7 +334,11 @@ pub async fn update_activity(
     params(("id" = Uuid, Path, description = "Live Activity id")),
     responses(
         (status = 200, body = ActivityStatus),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a UUID", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The database is unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[get("/api/v1/live-activities/{id}")]
@@ -417,7 +429,11 @@ pub async fn get_activity(
     params(("id" = Uuid, Path, description = "Live Activity id")),
     responses(
         (status = 202, description = "Marked deleted; the deletes of its channels are committed", body = Created),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Not a UUID", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The database is unavailable; nothing was committed", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[delete("/api/v1/live-activities/{id}")]

@@ -9,13 +9,15 @@ use clarion_proto::Notification;
 use clarion_proto::live_activity::{
     ActivityAlert, LiveActivityStart, MAX_CHANNELS_PER_ENVIRONMENT, StoragePolicy,
 };
+use clarion_proto::payload::MAX_TTL_SECONDS;
+use clarion_proto::registration_kind::validate_attributes_type;
 use clarion_runtime::PgPool;
 use clarion_runtime::db::DbError;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{ActivityError, unix_now};
+use super::{ActivityError, no_nul, unix_now};
 use crate::store::StoreError;
 use crate::store::audit::{self, Action, Author};
 use crate::store::lanes::Lane;
@@ -101,16 +103,25 @@ impl Activity {
         if self.name.trim().is_empty() {
             return Err(ActivityError::Invalid("name must not be empty".into()));
         }
-        let attributes_type = self.attributes_type.as_str();
-        if attributes_type.is_empty() || attributes_type.len() > 128 {
-            return Err(ActivityError::Invalid(
-                "attributes_type must be a Swift type name of 1 to 128 bytes".into(),
-            ));
-        }
+        // The rule push-to-start registrations are held to: only a type
+        // they can be registered with can ever match.
+        validate_attributes_type(&self.attributes_type)
+            .map_err(|err| ActivityError::Invalid(err.to_string()))?;
+        no_nul("name", &Value::String(self.name.clone()))?;
+        no_nul("attributes", &self.attributes)?;
+        no_nul("content_state", &self.content_state)?;
         if self.stale_after_seconds == Some(0) {
             return Err(ActivityError::Invalid(
                 "stale_after_seconds must be at least 1".into(),
             ));
+        }
+        // It is also the start push's TTL, which the providers cap.
+        if let Some(stale) = self.stale_after_seconds
+            && stale > MAX_TTL_SECONDS
+        {
+            return Err(ActivityError::Invalid(format!(
+                "stale_after_seconds is {stale}; at most {MAX_TTL_SECONDS} (28 days, the start push's TTL)"
+            )));
         }
         self.start_notification(None)?;
         let start = self.start(Uuid::nil(), unix_now(), None, None);

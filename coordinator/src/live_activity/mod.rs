@@ -18,6 +18,7 @@ pub mod report;
 pub mod update;
 
 use clarion_proto::live_activity::LiveActivityError;
+use serde_json::Value;
 use uuid::Uuid;
 
 use crate::store::StoreError;
@@ -73,4 +74,24 @@ impl From<clarion_runtime::db::DbError> for ActivityError {
 /// Now, in Unix seconds: APNs `timestamp`s.
 pub fn unix_now() -> i64 {
     chrono::Utc::now().timestamp()
+}
+
+/// Refuses a NUL character anywhere in `value` (its strings and keys):
+/// PostgreSQL stores neither `\u0000` in jsonb nor NUL in text, so it would
+/// fail the request's transaction instead of naming the field.
+pub fn no_nul(field: &str, value: &Value) -> Result<(), ActivityError> {
+    fn has_nul(value: &Value) -> bool {
+        match value {
+            Value::String(text) => text.contains('\0'),
+            Value::Array(items) => items.iter().any(has_nul),
+            Value::Object(map) => map.iter().any(|(key, item)| key.contains('\0') || has_nul(item)),
+            Value::Null | Value::Bool(_) | Value::Number(_) => false,
+        }
+    }
+    if has_nul(value) {
+        return Err(ActivityError::Invalid(format!(
+            "{field} contains a NUL character (U+0000), which cannot be stored"
+        )));
+    }
+    Ok(())
 }

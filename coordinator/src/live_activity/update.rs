@@ -12,7 +12,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::create::audit_target;
-use super::{ActivityError, unix_now};
+use super::{ActivityError, no_nul, unix_now};
 use crate::store::audit::{self, Action, Author};
 use crate::store::live_activities::{self as store, BROADCAST, DELETE_CHANNEL, UpdateRow};
 
@@ -33,6 +33,10 @@ pub struct Update {
 impl Update {
     /// The APNs body at `timestamp`, refused with the field named.
     pub fn payload(&self, timestamp: i64) -> Result<Value, ActivityError> {
+        no_nul("content_state", &self.content_state)?;
+        if let Some(alert) = &self.alert {
+            no_nul("alert", &serde_json::json!([alert.title, alert.body]))?;
+        }
         Ok(UpdateBody {
             end: self.end,
             content_state: &self.content_state,
