@@ -266,7 +266,9 @@ impl From<crate::live_activity::ActivityError> for ApiError {
         use crate::live_activity::ActivityError;
         match err {
             ActivityError::Invalid(_) => ApiError::Invalid(err.to_string()),
-            ActivityError::Full { .. } | ActivityError::Ended(_) => ApiError::Conflict(err.to_string()),
+            ActivityError::Full { .. } | ActivityError::Ended(_) | ActivityError::Deleted(_) => {
+                ApiError::Conflict(err.to_string())
+            }
             ActivityError::NotFound(_) => ApiError::NotFound(err.to_string()),
             ActivityError::Store(err) => err.into(),
         }

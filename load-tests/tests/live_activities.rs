@@ -636,5 +636,20 @@ async fn a_refused_create_fails_its_channel_and_a_channel_created_after_a_delete
         deleted["start"]["notification_id"].is_null(),
         "a deleted activity starts nowhere: {deleted}"
     );
+    // Deleted, never ended: an update is refused, and the answer says why.
+    let (status, problem) = desk(
+        &cluster,
+        reqwest::Method::POST,
+        &format!("/api/v1/live-activities/{deleted_id}/updates"),
+        Some(json!({"content_state": {}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{problem}");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("was deleted")),
+        "{problem}"
+    );
     cluster.stop().await;
 }

@@ -182,7 +182,7 @@ pub struct ActivityStatus {
     security(("api_key" = [])),
     request_body = CreateRequest,
     responses(
-        (status = 201, description = "The activity, its channels and their create commands are committed", body = Created),
+        (status = 201, description = "The activity, its channels and their create commands are committed", body = Created, headers(("Location" = String, description = "The activity's path, `/api/v1/live-activities/{id}`"))),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The key lacks the `send` scope, or may not use the lane, the app or a topic", body = Problem, content_type = "application/problem+json"),
@@ -190,7 +190,7 @@ pub struct ActivityStatus {
         (status = 413, description = "Body larger than 64 KiB", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A rule broken; the message names the field (`name`, `attributes_type`, `attributes`, `content_state`, `topics`, `app`, `lane`, `stale_after_seconds`; the start push over 4096 bytes)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The database is unavailable; nothing was committed", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The database is unavailable; nothing was committed; retry after `Retry-After`", body = Problem, content_type = "application/problem+json", headers(("Retry-After" = u64))),
     )
 )]
 #[post("/api/v1/live-activities")]
@@ -262,7 +262,7 @@ pub async fn create_activity(
         (status = 413, description = "Body larger than 64 KiB", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A rule broken; the message names the field (`content_state`, `event`, `priority`, `relevance_score`, `dismissal_date`; the payload over 4096 bytes), or the id is not a UUID", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The database is unavailable; nothing was committed", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The database is unavailable; nothing was committed; retry after `Retry-After`", body = Problem, content_type = "application/problem+json", headers(("Retry-After" = u64))),
     )
 )]
 #[post("/api/v1/live-activities/{id}/updates")]
@@ -338,7 +338,7 @@ pub async fn update_activity(
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not a UUID", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The database is unavailable", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The database is unavailable; retry after `Retry-After`", body = Problem, content_type = "application/problem+json", headers(("Retry-After" = u64))),
     )
 )]
 #[get("/api/v1/live-activities/{id}")]
@@ -433,7 +433,7 @@ pub async fn get_activity(
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not a UUID", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The database is unavailable; nothing was committed", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The database is unavailable; nothing was committed; retry after `Retry-After`", body = Problem, content_type = "application/problem+json", headers(("Retry-After" = u64))),
     )
 )]
 #[delete("/api/v1/live-activities/{id}")]

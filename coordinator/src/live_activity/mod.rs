@@ -40,9 +40,12 @@ pub enum ActivityError {
     },
     #[error("no live activity {0}")]
     NotFound(Uuid),
-    /// An update of an ended (or deleted) activity.
+    /// An update of an ended activity.
     #[error("live activity {0} has ended; it takes no more updates")]
     Ended(Uuid),
+    /// An update of a deleted activity (ended or not).
+    #[error("live activity {0} was deleted; it takes no more updates")]
+    Deleted(Uuid),
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -80,7 +80,10 @@ pub async fn update(
     if store::get_update(&tx, activity_id, update.id).await?.is_some() {
         return Ok(Updated::Replay);
     }
-    if activity.ended_at.is_some() || activity.deleted_at.is_some() {
+    if activity.deleted_at.is_some() {
+        return Err(ActivityError::Deleted(activity_id));
+    }
+    if activity.ended_at.is_some() {
         return Err(ActivityError::Ended(activity_id));
     }
     let timestamp = unix_now().max(activity.last_timestamp + 1);
