@@ -49,6 +49,15 @@ pub struct DeviceFigures {
     pub ninety_in_two: Option<bool>,
 }
 
+/// The reporting audience the figures are over: 0 until the settler has
+/// counted it (shares and times of an audience not yet known would be
+/// shares of the receipts themselves: 100% at once), then the count, never
+/// smaller than those who reported (devices that registered with receipts
+/// after the count may report too).
+fn reporting_of(found: &Aggregates) -> u64 {
+    found.reporting.map_or(0, |counted| counted.max(found.received))
+}
+
 fn percent(part: u64, whole: u64) -> f64 {
     if whole == 0 {
         return 0.0;
@@ -71,9 +80,7 @@ pub fn verdict(found: &Aggregates, sent_at: DateTime<Utc>, now: DateTime<Utc>) -
 
 impl DeviceFigures {
     pub fn of(found: &Aggregates, sent_at: DateTime<Utc>, now: DateTime<Utc>) -> Self {
-        // Devices that registered with receipts after the count may report:
-        // the audience is never smaller than those who reported.
-        let reporting = found.reporting.unwrap_or(0).max(found.received);
+        let reporting = reporting_of(found);
         let at = |share| bins::time_to_share(&found.received_bins, reporting, share);
         let within = bins::buckets(&found.received_bins);
         Self {
@@ -111,7 +118,7 @@ pub async fn device_curves(
     id: Uuid,
 ) -> Result<(Vec<[f64; 2]>, Vec<[f64; 2]>), StoreError> {
     let found = store::aggregates(client, id).await?;
-    let reporting = found.reporting.unwrap_or(0).max(found.received);
+    let reporting = reporting_of(&found);
     Ok((
         bins::curve(&found.received_bins, reporting),
         bins::curve(&found.opened_bins, reporting),
@@ -170,5 +177,20 @@ mod tests {
         let figures = DeviceFigures::of(&more, Utc::now(), Utc::now());
         assert_eq!(figures.reporting, 10);
         assert_eq!(figures.received_percent, 100.0);
+    }
+
+    #[test]
+    fn before_the_reporting_audience_is_counted_no_share_or_time_is_given() {
+        let mut uncounted = found();
+        uncounted.reporting = None;
+        let figures = DeviceFigures::of(&uncounted, Utc::now(), Utc::now());
+        assert_eq!(figures.reporting, 0);
+        assert_eq!(figures.received, 10);
+        assert_eq!(figures.received_percent, 0.0);
+        assert_eq!(
+            (figures.t50_ms, figures.t90_ms, figures.t99_ms),
+            (None, None, None)
+        );
+        assert_eq!(figures.ninety_in_two, None);
     }
 }
