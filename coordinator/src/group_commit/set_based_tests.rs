@@ -138,6 +138,36 @@ async fn two_writes_of_one_token_in_one_batch_apply_in_arrival_order() {
     writes.stop();
 }
 
+/// One round replacing the topic sets of several devices that share topic
+/// names: each device keeps exactly its own new set, whatever another
+/// device of the round keeps or drops.
+#[tokio::test]
+async fn a_round_of_replacements_keeps_each_devices_own_topics() {
+    let (db, pool) = migrated().await;
+    let writes = GroupCommit::start(pool, one_batch());
+    for answer in join_all([
+        writes.submit(put(1, &["a", "b", "c"])),
+        writes.submit(put(2, &["a", "b", "c"])),
+        writes.submit(put(3, &["x"])),
+    ])
+    .await
+    {
+        stored(answer);
+    }
+    let answers = join_all([
+        writes.submit(put(1, &["b"])),
+        writes.submit(put(2, &["a", "c", "d"])),
+        writes.submit(put(3, &["x", "a"])),
+    ])
+    .await;
+    let topics: Vec<Vec<String>> = answers.into_iter().map(|a| stored(a).topics).collect();
+    assert_eq!(topics, [vec!["b"], vec!["a", "c", "d"], vec!["a", "x"]]);
+    assert_eq!(topics_of(&db, 1).await, ["b"]);
+    assert_eq!(topics_of(&db, 2).await, ["a", "c", "d"]);
+    assert_eq!(topics_of(&db, 3).await, ["a", "x"]);
+    writes.stop();
+}
+
 #[tokio::test]
 async fn a_refused_write_of_a_set_based_round_fails_alone() {
     let (db, pool) = migrated().await;

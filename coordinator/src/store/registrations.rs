@@ -185,15 +185,20 @@ impl RowsToStore {
 
 /// Deletes the rows of each device whose topic is not among the device's
 /// own rows of `rows` (its new topic set; every device of `rows` has at
-/// least one). One statement.
+/// least one). One statement: each device's topics are gathered into an
+/// array first, so a row is checked against its own device's few topics
+/// (`<> ALL`), not against every row of the round (a NOT EXISTS over the
+/// whole unnest, sorted again for each device: 4.4 ms instead of 1.6 ms
+/// for a round of 128 devices).
 pub async fn delete_topics_not_in(tx: &impl Sql, rows: &RowsToStore) -> Result<(), StoreError> {
     tx.execute(
         &format!(
             "DELETE FROM registrations r
-              USING (SELECT DISTINCT app, token FROM unnest($1::text[], $2::text[]) AS k(app, token)) d
+              USING (SELECT app, token, array_agg(topic) AS keep
+                       FROM unnest($1::text[], $2::text[], $3::text[]) AS k(app, token, topic)
+                      GROUP BY app, token) d
               CROSS JOIN LATERAL ({ROWS_OF_DEVICE}
-                   AND NOT EXISTS (SELECT 1 FROM unnest($1::text[], $2::text[], $3::text[]) AS k(app, token, topic)
-                                    WHERE k.app = x.app AND k.token = x.token AND k.topic = x.topic)
+                   AND x.topic <> ALL (d.keep)
                    OFFSET 0) gone
               WHERE r.ctid = gone.row_id"
         ),
