@@ -25,7 +25,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::audience::AudienceShape;
-use crate::seed::{SeedPlan, connect, prepare_database, seed};
+use crate::seed::{SeedPlan, connect, prepare_database, recreate_database, seed};
 
 /// Where a benchmark's audience lives and how it is loaded.
 #[derive(Debug, Clone, clap::Args)]
@@ -91,6 +91,11 @@ pub async fn load_audience(
         vacuum(&client).await?;
         return Ok((None, None));
     }
+    // A new audience gets a new database: its keys are the migrations'
+    // own, whatever an earlier seed left.
+    drop(client);
+    recreate_database(&args.database_url).await?;
+    let client = connect(&args.database_url).await?;
     let plan = SeedPlan {
         devices: args.devices,
         shape,

@@ -46,7 +46,7 @@ use crate::mocks::{
     ApnsMock, ApnsMockConfig, FaultConfig, FcmMock, FcmMockConfig, OnOwnThread, start_on_own_thread,
 };
 use crate::process::free_port;
-use crate::seed::{SeedPlan, connect, prepare_database, seed};
+use crate::seed::{SeedPlan, connect, recreate_database, seed};
 use api::{API_TIMEOUT, TOPIC};
 use nodes::{CancelledSend, Kit, NodeFault, Servers};
 use stall::StallWatch;
@@ -1409,23 +1409,6 @@ async fn wait_for_postgres() -> Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-}
-
-/// Drops the suite's database if it exists, creates it and migrates it.
-async fn recreate_database(url: &str) -> Result<()> {
-    let (server, name) = url
-        .rsplit_once('/')
-        .context("the database URL names no database")?;
-    let name = name.split('?').next().unwrap_or(name);
-    if name.is_empty() || name.contains('"') {
-        bail!("unexpected database name {name:?}");
-    }
-    let admin = connect(&format!("{server}/postgres")).await?;
-    admin
-        .batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
-        .await
-        .with_context(|| format!("dropping {name}"))?;
-    prepare_database(url).await
 }
 
 /// Lines saying a thread panicked, over every log of the cluster.
