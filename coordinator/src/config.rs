@@ -365,7 +365,8 @@ pub struct HygieneSettings {
     pub notification_detail_retention_days: u32,
 
     /// Seconds between two hygiene runs (the first comes 30 s after start,
-    /// or sooner if this is shorter), at most 30 days; 0 turns both off.
+    /// or sooner if this is shorter), at most 30 days; 0 turns both off. A
+    /// run stops while a send is going on and carries on a minute later.
     #[arg(
         long = "hygiene-interval-secs",
         env = "CLARION_HYGIENE_INTERVAL_SECS",
@@ -511,6 +512,7 @@ impl HygieneSettings {
             detail_retention: days(self.notification_detail_retention_days),
             batch: self.batch_size,
             budget: HYGIENE_RUN_BUDGET,
+            yield_to_sends: true,
         }
     }
 }

@@ -240,11 +240,11 @@ pub const NOTIFICATIONS_STALLED: CounterVec<0> = CounterVec::new(
 
 // Data hygiene.
 
-/// Hygiene runs, by outcome (`ran`, `skipped`: another replica held the
-/// lock, `failed`).
+/// Hygiene runs, by outcome (`ran`, `yielded`: stopped for a send going
+/// on, `skipped`: another replica held the lock, `failed`).
 pub const HYGIENE_RUNS: CounterVec<1> = CounterVec::new(
     "clarion_coordinator_hygiene_runs_total",
-    "Data hygiene runs, by outcome (ran, skipped, failed)",
+    "Data hygiene runs, by outcome (ran, yielded, skipped, failed)",
     ["outcome"],
 );
 

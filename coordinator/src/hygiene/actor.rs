@@ -4,12 +4,18 @@
 //! session, and closing it releases the lock whatever happens), logs one
 //! line per run with its figures and counts them:
 //!
-//! - `clarion_coordinator_hygiene_runs_total{outcome}` (`ran`, `skipped`:
-//!   another replica held the lock, `failed`);
+//! - `clarion_coordinator_hygiene_runs_total{outcome}` (`ran`, `yielded`:
+//!   stopped for a send going on, `skipped`: another replica held the
+//!   lock, `failed`);
 //! - `clarion_coordinator_hygiene_registrations_purged_total`;
 //! - `clarion_coordinator_hygiene_detail_rows_removed_total{table}`;
 //! - `clarion_coordinator_hygiene_notifications_trimmed_total`;
 //! - `clarion_coordinator_hygiene_last_run_duration_seconds` (a gauge).
+//!
+//! A run that gave way to a send is tried again [`RETRY_AFTER_YIELD`]
+//! later, not an interval later; after [`MOST_YIELDS_IN_A_ROW`] of them
+//! (sends all the time) the next run does not give way, so hygiene is
+//! deferred, never starved.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +34,11 @@ use crate::store::hygiene::DETAIL_TABLES;
 /// The first run comes this long after start (or after one interval, if
 /// shorter): soon, but not in the middle of a rolling start.
 const FIRST_RUN_AFTER: Duration = Duration::from_secs(30);
+/// A run that gave way to a send is tried again this long after.
+pub const RETRY_AFTER_YIELD: Duration = Duration::from_secs(60);
+/// Runs in a row that may give way to sends (an hour of them at most);
+/// the next one runs whatever is going on.
+pub const MOST_YIELDS_IN_A_ROW: u32 = 60;
 
 pub struct Hygiene {
     connections: Arc<Manager>,
@@ -37,6 +48,10 @@ pub struct Hygiene {
     cursor: i64,
     /// A run is going on (at most one at a time).
     running: bool,
+    /// Runs in a row that gave way to a send.
+    yields_in_a_row: u32,
+    /// A retry after a yield is scheduled (at most one at a time).
+    retry_pending: bool,
 }
 
 impl Hygiene {
@@ -49,6 +64,8 @@ impl Hygiene {
             every,
             cursor: 0,
             running: false,
+            yields_in_a_row: 0,
+            retry_pending: false,
         }
     }
 
@@ -58,7 +75,14 @@ impl Hygiene {
         }
         self.running = true;
         let connections = self.connections.clone();
-        let plan = self.plan;
+        let mut plan = self.plan;
+        if self.yields_in_a_row >= MOST_YIELDS_IN_A_ROW {
+            plan.yield_to_sends = false;
+            info!(
+                yields = self.yields_in_a_row,
+                "data hygiene runs beside the sends going on: it gave way to them too often in a row"
+            );
+        }
         let mut cursor = self.cursor;
         let started = Instant::now();
         let work = async move {
@@ -69,12 +93,24 @@ impl Hygiene {
             let outcome = run(&client, &plan, &mut cursor).await?;
             Ok::<_, StoreError>((outcome, cursor))
         };
-        ctx.spawn(work.into_actor(self).map(move |ran, hygiene, _| {
+        ctx.spawn(work.into_actor(self).map(move |ran, hygiene, ctx| {
             hygiene.running = false;
             match ran {
                 Ok((Outcome::Ran(report), cursor)) => {
                     hygiene.cursor = cursor;
                     announce(&report);
+                    if report.yielded {
+                        hygiene.yields_in_a_row += 1;
+                        if !hygiene.retry_pending {
+                            hygiene.retry_pending = true;
+                            ctx.run_later(RETRY_AFTER_YIELD, |hygiene, ctx| {
+                                hygiene.retry_pending = false;
+                                hygiene.start_run(ctx);
+                            });
+                        }
+                    } else {
+                        hygiene.yields_in_a_row = 0;
+                    }
                 }
                 Ok((Outcome::Skipped, _)) => {
                     metrics::HYGIENE_RUNS.with(["skipped"]).increment(1);
@@ -94,7 +130,8 @@ impl Hygiene {
 
 /// Logs and counts what a run did.
 fn announce(report: &HygieneReport) {
-    metrics::HYGIENE_RUNS.with(["ran"]).increment(1);
+    let outcome = if report.yielded { "yielded" } else { "ran" };
+    metrics::HYGIENE_RUNS.with([outcome]).increment(1);
     metrics::HYGIENE_REGISTRATIONS_PURGED
         .get()
         .increment(report.registrations_purged);
@@ -116,8 +153,14 @@ fn announce(report: &HygieneReport) {
         statements = report.statements,
         purge_pass_done = report.purge_pass_done,
         out_of_time = report.out_of_time,
+        yielded_to_a_send = report.yielded,
         duration_ms = report.duration.as_millis() as u64,
-        "data hygiene run"
+        "{}",
+        if report.yielded {
+            "data hygiene run stopped for a send going on; it carries on in a minute"
+        } else {
+            "data hygiene run"
+        }
     );
 }
 

@@ -8,6 +8,12 @@
 //! short transaction touching at most `batch` rows, and a run stops at its
 //! time budget: the next one carries on where it stopped.
 //!
+//! A run gives way to sends: before each statement it looks whether a
+//! notification is being delivered ([`SEND_RECENT`]) and, if one is,
+//! stops there (`yielded`) so the heap walk never competes with an alert
+//! for PostgreSQL; the actor tries again soon, a bounded number of times
+//! ([`actor`]).
+//!
 //! The purge walks the heap of `registrations` a range of pages at a time
 //! (no index on `updated_at`, see V12), resuming from `cursor` across runs;
 //! a device is purged when none of its rows was refreshed since the cutoff.
@@ -27,7 +33,7 @@ use crate::progress::timings::{reachable, timings};
 use crate::store::StoreError;
 use crate::store::hygiene::{
     DETAIL_TABLES, DueNotification, due_notifications, mark_details_removed, purge_stale_registrations,
-    registration_pages, remove_detail_rows, settle_timings, try_lock, unlock,
+    registration_pages, remove_detail_rows, send_in_progress, settle_timings, try_lock, unlock,
 };
 
 /// Pages of `registrations` one purge statement looks at (8 MB with 8 kB
@@ -35,6 +41,9 @@ use crate::store::hygiene::{
 const PAGES_PER_STATEMENT: i64 = 1024;
 /// Due notifications read per look at the work list.
 const DUE_PER_LOOK: i64 = 100;
+/// A notification in flight that made progress this recently is a send
+/// going on; one stalled for longer is left to the watchdog.
+pub const SEND_RECENT: Duration = Duration::from_secs(300);
 
 /// What a run does and how much of it at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +56,8 @@ pub struct HygienePlan {
     pub batch: u32,
     /// A run starts no statement after this long.
     pub budget: Duration,
+    /// Stop before a statement while a send is going on.
+    pub yield_to_sends: bool,
 }
 
 impl HygienePlan {
@@ -71,6 +82,8 @@ pub struct HygieneReport {
     pub purge_pass_done: bool,
     /// The budget ran out before the work did.
     pub out_of_time: bool,
+    /// A send was going on: the run stopped before the work was done.
+    pub yielded: bool,
     pub duration: Duration,
 }
 
@@ -123,13 +136,36 @@ async fn work(
     // whatever is left.
     if let Some(retention) = plan.detail_retention {
         let deadline = started + plan.budget / 2;
-        remove_details(client, retention, batch, deadline, report).await?;
+        remove_details(client, plan, retention, batch, deadline, report).await?;
+    }
+    if report.yielded {
+        return Ok(());
     }
     if let Some(max_age) = plan.registration_max_age {
         let deadline = started + plan.budget;
-        purge_registrations(client, max_age, batch, deadline, cursor, report).await?;
+        purge_registrations(client, plan, max_age, batch, deadline, cursor, report).await?;
     }
     Ok(())
+}
+
+/// Whether the run stops before its next statement: its time is up
+/// (`out_of_time`), or a send is going on and the plan gives way to sends
+/// (`yielded`).
+async fn must_stop(
+    client: &Client,
+    plan: &HygienePlan,
+    deadline: Instant,
+    report: &mut HygieneReport,
+) -> Result<bool, StoreError> {
+    if Instant::now() >= deadline {
+        report.out_of_time = true;
+        return Ok(true);
+    }
+    if plan.yield_to_sends && send_in_progress(client, SEND_RECENT).await? {
+        report.yielded = true;
+        return Ok(true);
+    }
+    Ok(false)
 }
 
 fn cutoff(age: Duration) -> chrono::DateTime<Utc> {
@@ -141,6 +177,7 @@ fn cutoff(age: Duration) -> chrono::DateTime<Utc> {
 
 async fn remove_details(
     client: &Client,
+    plan: &HygienePlan,
     retention: Duration,
     batch: i64,
     deadline: Instant,
@@ -153,11 +190,10 @@ async fn remove_details(
             return Ok(());
         }
         for notification in &due {
-            if Instant::now() >= deadline {
-                report.out_of_time = true;
+            if must_stop(client, plan, deadline, report).await? {
                 return Ok(());
             }
-            trim(client, notification, batch, deadline, report).await?;
+            trim(client, notification, plan, batch, deadline, report).await?;
         }
     }
 }
@@ -167,6 +203,7 @@ async fn remove_details(
 async fn trim(
     client: &Client,
     notification: &DueNotification,
+    plan: &HygienePlan,
     batch: i64,
     deadline: Instant,
     report: &mut HygieneReport,
@@ -179,8 +216,7 @@ async fn trim(
     }
     for (table_index, table) in DETAIL_TABLES.iter().enumerate() {
         loop {
-            if Instant::now() >= deadline {
-                report.out_of_time = true;
+            if must_stop(client, plan, deadline, report).await? {
                 return Ok(());
             }
             let removed = remove_detail_rows(client, table, id, batch).await?;
@@ -198,6 +234,7 @@ async fn trim(
 
 async fn purge_registrations(
     client: &Client,
+    plan: &HygienePlan,
     max_age: Duration,
     batch: i64,
     deadline: Instant,
@@ -210,8 +247,7 @@ async fn purge_registrations(
         *cursor = 0;
     }
     while *cursor < pages {
-        if Instant::now() >= deadline {
-            report.out_of_time = true;
+        if must_stop(client, plan, deadline, report).await? {
             return Ok(());
         }
         let end = *cursor + PAGES_PER_STATEMENT;

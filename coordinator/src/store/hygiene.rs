@@ -4,6 +4,8 @@
 //! notifications' detail rows. Every statement is its own short
 //! transaction and touches at most `batch` rows.
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 use tokio_postgres::GenericClient;
 use uuid::Uuid;
@@ -41,6 +43,23 @@ pub async fn unlock(client: &impl GenericClient) -> Result<(), StoreError> {
         .execute("SELECT pg_advisory_unlock($1)", &[&HYGIENE_LOCK_KEY])
         .await?;
     Ok(())
+}
+
+/// Whether a send is going on: a notification accepted, harvesting or
+/// dispatching that made progress within `recent` (one stalled for longer
+/// is the watchdog's, and does not hold hygiene back). Served by
+/// `notifications_in_flight_idx`.
+pub async fn send_in_progress(client: &impl GenericClient, recent: Duration) -> Result<bool, StoreError> {
+    let recent_ms = i64::try_from(recent.as_millis()).unwrap_or(i64::MAX);
+    let row = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM notifications
+                             WHERE status IN ('accepted', 'harvesting', 'dispatching')
+                               AND updated_at > now() - make_interval(secs => $1::bigint / 1000.0))",
+            &[&recent_ms],
+        )
+        .await?;
+    Ok(row.get(0))
 }
 
 /// Pages of `registrations` now (rows added beyond them later are fresh).

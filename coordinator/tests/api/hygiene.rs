@@ -38,6 +38,7 @@ fn plan(max_age_days: Option<u64>, retention_days: Option<u64>, batch: u32) -> H
         detail_retention: retention_days.map(|days| DAY * days as u32),
         batch,
         budget: Duration::from_secs(120),
+        yield_to_sends: true,
     }
 }
 
@@ -481,4 +482,44 @@ fn two_ios_devices() -> clarion_proto::PerPlatform<u64> {
     let mut devices = clarion_proto::PerPlatform::default();
     devices[clarion_proto::Platform::Ios] = 2;
     devices
+}
+
+#[actix_web::test]
+async fn a_run_gives_way_to_a_send_going_on_but_not_to_a_stalled_one() {
+    let app = TestCoordinator::start_with(&MANUAL).await;
+    let client = connect(&app).await;
+    let stale = ios_token(40);
+    let response = app
+        .put_registration(&stale, registration("ios", &["hyg/yield"]))
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    age_registrations(&client, &stale, None, 300).await;
+    // Planned and never reported (no harvester here): in flight.
+    let (sending, _) = send_planned(&app, "hyg/yield").await;
+    let status = status_of(&app, sending).await;
+    assert!(
+        ["accepted", "harvesting", "dispatching"].contains(&status["status"].as_str().unwrap_or("")),
+        "{status}"
+    );
+
+    let report = run_once(&app, &plan(Some(270), Some(30), 5000)).await;
+    assert!(report.yielded, "{report:?}");
+    assert_eq!(report.registrations_purged, 0, "{report:?}");
+    assert!(!report.purge_pass_done, "{report:?}");
+    assert_eq!(subscribers(&app, "hyg/yield").await, 1);
+
+    // No progress for longer than SEND_RECENT: stalled, the watchdog's.
+    client
+        .execute(
+            "UPDATE notifications SET updated_at = now() - interval '10 minutes' WHERE id = $1",
+            &[&sending],
+        )
+        .await
+        .unwrap();
+    let report = run_once(&app, &plan(Some(270), Some(30), 5000)).await;
+    assert!(!report.yielded, "{report:?}");
+    assert_eq!(report.registrations_purged, 1, "{report:?}");
+    assert!(report.purge_pass_done, "{report:?}");
+    assert_eq!(subscribers(&app, "hyg/yield").await, 0);
+    app.stop().await;
 }

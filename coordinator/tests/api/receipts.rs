@@ -410,6 +410,7 @@ async fn hygiene_removes_the_per_device_rows_and_the_status_keeps_the_device_fig
         detail_retention: Some(Duration::from_secs(30 * 86_400)),
         batch: 100,
         budget: Duration::from_secs(120),
+        yield_to_sends: true,
     };
     let mut cursor = 0;
     assert!(matches!(
