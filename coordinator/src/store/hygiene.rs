@@ -50,13 +50,12 @@ pub async fn unlock(client: &impl GenericClient) -> Result<(), StoreError> {
 /// is the watchdog's, and does not hold hygiene back). Served by
 /// `notifications_in_flight_idx`.
 pub async fn send_in_progress(client: &impl GenericClient, recent: Duration) -> Result<bool, StoreError> {
-    let recent_ms = i64::try_from(recent.as_millis()).unwrap_or(i64::MAX);
     let row = client
         .query_one(
             "SELECT EXISTS (SELECT 1 FROM notifications
                              WHERE status IN ('accepted', 'harvesting', 'dispatching')
-                               AND updated_at > now() - make_interval(secs => $1::bigint / 1000.0))",
-            &[&recent_ms],
+                               AND updated_at > now() - make_interval(secs => $1::float8))",
+            &[&recent.as_secs_f64()],
         )
         .await?;
     Ok(row.get(0))
