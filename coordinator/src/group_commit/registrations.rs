@@ -70,13 +70,14 @@ impl BatchWrite for RegistrationWrite {
     }
 }
 
-/// One round (one write per device, sorted by device) in at most seven
+/// One round (one write per device, sorted by device) in at most eight
 /// statements whatever its size: the devices' locks; the devices gaining
 /// a topic read (their refusals decided before anything is written); the
+/// devices' change notices (the read caches', sent at commit); the
 /// devices forgotten; the topics dropped; the topics no longer in a
 /// replaced set; the rows inserted or refreshed; the stored devices read
 /// back. A statement for a kind of write the round lacks is not sent
-/// (a round of `PUT`s: five, with the web subscriptions forgotten).
+/// (a round of `PUT`s: six, with the web subscriptions forgotten).
 ///
 /// The statements are sent together (pipelined), in that order, which
 /// PostgreSQL keeps: one wait for all of them, except the read of the
@@ -143,13 +144,15 @@ async fn apply_round(writes: &[&RegistrationWrite], tx: &Prepared<'_>) -> Result
             Change::Delete => forgotten.push((app, token)),
         }
     }
-    let (_, forgotten, dropped, _, _, _, mut stored) = futures::try_join!(
+    let (_, _, forgotten, dropped, _, _, _, mut stored) = futures::try_join!(
         async {
             match locked {
                 true => Ok(()),
                 false => store::lock_devices(tx, &devices).await,
             }
         },
+        // Before the writes, whose trigger looks for it.
+        store::announce(tx, &devices),
         async {
             match forgotten.is_empty() {
                 true => Ok(HashMap::new()),

@@ -168,6 +168,85 @@ async fn a_round_of_replacements_keeps_each_devices_own_topics() {
     writes.stop();
 }
 
+/// The notices a session listening to the registration changes has
+/// received within `patience` after the last one.
+async fn notices_until_quiet(
+    notices: &mut tokio::sync::mpsc::Receiver<tokio_postgres::Notification>,
+    patience: Duration,
+) -> Vec<String> {
+    let mut payloads = Vec::new();
+    while let Ok(Some(notice)) = tokio::time::timeout(patience, notices.recv()).await {
+        payloads.push(notice.payload().to_owned());
+    }
+    payloads
+}
+
+/// A round of registration writes names its devices in one notice of its
+/// own (migration V39): the trigger, which would send one per statement
+/// (the upsert fires two, the replaced topics' delete a third), stays
+/// quiet; a write of anyone else (here a hand-written statement) is still
+/// told by the trigger.
+#[tokio::test]
+async fn a_round_of_writes_announces_its_devices_once_and_the_trigger_stays_quiet() {
+    let (db, pool) = migrated().await;
+    let writes = GroupCommit::start(pool, one_batch());
+    stored(writes.submit(put(1, &["a", "b"])).await);
+    let manager = db::Manager::new(
+        &db.settings(1),
+        &Trust::load(&TlsSettings::default()).unwrap(),
+        "notices-test",
+    )
+    .unwrap();
+    let (listener, mut notices) = manager.connect_listening(64).await.unwrap();
+    listener
+        .batch_execute(&format!("LISTEN {}", crate::read_cache::notices::CHANNEL))
+        .await
+        .unwrap();
+
+    // One round: a replacement (rows deleted, inserted and refreshed), a
+    // new device and a forgotten one.
+    for answer in join_all([
+        writes.submit(put(1, &["b", "c"])),
+        writes.submit(put(2, &["x"])),
+        writes.submit(write(3, Change::Delete)),
+    ])
+    .await
+    {
+        answer.unwrap();
+    }
+    let payloads = notices_until_quiet(&mut notices, Duration::from_secs(1)).await;
+    let expected = serde_json::json!([
+        ["default", token(1)],
+        ["default", token(2)],
+        ["default", token(3)]
+    ]);
+    assert_eq!(payloads.len(), 1, "one notice for the round: {payloads:?}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&payloads[0]).unwrap(),
+        expected
+    );
+
+    db.client()
+        .await
+        .execute(
+            "UPDATE registrations SET locale = 'fr' WHERE token = $1",
+            &[&token(2)],
+        )
+        .await
+        .unwrap();
+    let payloads = notices_until_quiet(&mut notices, Duration::from_secs(1)).await;
+    let told: Vec<serde_json::Value> = payloads
+        .iter()
+        .map(|p| serde_json::from_str(p).unwrap())
+        .collect();
+    assert_eq!(
+        told,
+        [serde_json::json!([["default", token(2)]])],
+        "the trigger tells of the others"
+    );
+    writes.stop();
+}
+
 #[tokio::test]
 async fn a_refused_write_of_a_set_based_round_fails_alone() {
     let (db, pool) = migrated().await;

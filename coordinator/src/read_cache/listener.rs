@@ -1,6 +1,6 @@
 //! The registration cache's listener: one PostgreSQL session of its own
-//! that `LISTEN`s to `clarion_registrations` (the trigger's notices of
-//! changed devices, see migration V32) and to a marker channel of this
+//! that `LISTEN`s to `clarion_registrations` (the notices of changed
+//! devices, see [`super::notices`]) and to a marker channel of this
 //! coordinator's, and sends the markers that prove it is caught up (see
 //! [`super::registrations`]). While it is not listening the cache is off;
 //! it reconnects by itself with capped backoff.
@@ -15,10 +15,9 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 use uuid::Uuid;
 
-use super::registrations::{DeviceKey, RegistrationReads};
+use super::registrations::RegistrationReads;
 
-/// The channel the trigger on `registrations` notifies.
-pub const CHANNEL: &str = "clarion_registrations";
+use super::notices::{self, CHANNEL};
 
 /// Notices received and not yet applied: past it the session is read no
 /// further until they are (PostgreSQL keeps the rest in its queue).
@@ -129,11 +128,11 @@ async fn listen_inner(
     }
 }
 
-/// Applies one notice of the trigger: the devices named, or everything.
+/// Applies one notice: the devices named, or everything.
 async fn apply(reads: &RegistrationReads, payload: &str) {
-    match serde_json::from_str::<Vec<DeviceKey>>(payload) {
-        Ok(keys) => reads.forget(keys).await,
+    match notices::devices_of(payload) {
+        Some(keys) => reads.forget(keys).await,
         // `*` (a bulk change), or a notice this build cannot read.
-        Err(_) => reads.forget_all(),
+        None => reads.forget_all(),
     }
 }

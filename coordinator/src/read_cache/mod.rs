@@ -5,5 +5,6 @@
 //! coordinator is proven caught up ([`registrations`], [`listener`]).
 
 pub mod listener;
+pub mod notices;
 pub mod registrations;
 pub mod snapshot;

@@ -13,6 +13,7 @@ use tokio_postgres::Row;
 use super::StoreError;
 use super::prepared::Prepared;
 use super::sql::Sql;
+use crate::read_cache::notices;
 
 /// First key of the advisory lock that serialises writes to one token, so two
 /// concurrent re-registrations cannot interleave into a union of topic sets.
@@ -94,6 +95,21 @@ pub async fn lock_devices(tx: &impl Sql, devices: &[DeviceKey<'_>]) -> Result<()
            FROM (SELECT app, token FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS u(app, token, n)
                   ORDER BY n) d",
         &[&TOKEN_LOCK_CLASS, &apps, &tokens],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Names `devices` in the registration-change notices of the transaction
+/// and tells the trigger on `registrations` that they are sent (migration
+/// V39: it then returns at once for the rest of the transaction). One
+/// statement; the notices go out at commit, or never.
+pub async fn announce(tx: &impl Sql, devices: &[DeviceKey<'_>]) -> Result<(), StoreError> {
+    let payloads = notices::payloads(devices.iter().copied());
+    tx.execute(
+        "SELECT set_config('clarion.registration_notices', 'sent', true), pg_notify($1, payload)
+           FROM unnest($2::text[]) AS payload",
+        &[&notices::CHANNEL, &payloads],
     )
     .await?;
     Ok(())
