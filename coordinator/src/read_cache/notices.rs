@@ -4,8 +4,6 @@
 //! them for any writer (migrations V32, V38); the group commit's writes
 //! send their own (migration V39) and the trigger stays quiet for them.
 
-use serde_json::json;
-
 /// The channel the notices go to.
 pub const CHANNEL: &str = "clarion_registrations";
 
@@ -21,7 +19,11 @@ pub fn payloads<'a>(devices: impl IntoIterator<Item = (&'a str, &'a str)>) -> Ve
     let mut payloads = Vec::new();
     let mut chunk = String::from("[");
     for (app, token) in devices {
-        let key = json!([app, token]).to_string();
+        // A pair of strings serialises as the array `[app, token]`; it
+        // cannot fail, but a key that could not be written says everything.
+        let Ok(key) = serde_json::to_string(&(app, token)) else {
+            return vec![EVERYTHING.to_owned()];
+        };
         if key.len() + 2 > PAYLOAD_LIMIT {
             return vec![EVERYTHING.to_owned()];
         }
