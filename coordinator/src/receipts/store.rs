@@ -72,8 +72,9 @@ pub async fn targets(
 /// join that trusted stale statistics once scanned every registration of
 /// the app for each request). The lookup is an index-only scan of
 /// `registrations_reporting_idx` (app, topic, token, reporting devices
-/// only): a third of the primary key's size and no heap page, half the
-/// block reads of the key and heap during a storm of receipts.
+/// only): a third of the primary key's size and no heap page (a quarter
+/// fewer block reads than the join through the heap during a 1M-device
+/// send with the storm).
 pub async fn reporting_pairs(
     client: &impl Sql,
     pairs: &[(&Target, &str)],
