@@ -279,6 +279,38 @@ impl LocalCluster {
         Ok(response.error_for_status()?.json().await?)
     }
 
+    /// Cancels the sends of earlier runs still unfinished in the database
+    /// (a run killed in the middle of a send, its database reused): their
+    /// jobs went to that run's queues, which nobody consumes any more, and
+    /// they would hold the release window (it counts every unfinished
+    /// send) until the watchdog fails them. Returns how many it cancelled:
+    /// the newest 200 of each unfinished status, far more than a killed
+    /// run leaves.
+    pub async fn cancel_unfinished(&self) -> Result<usize> {
+        let mut cancelled = 0;
+        for status in ["accepted", "harvesting", "dispatching"] {
+            let page = self
+                .get(&format!("/api/v1/notifications?status={status}&limit=200"))
+                .await?;
+            let ids = page["items"].as_array().into_iter().flatten();
+            for id in ids.filter_map(|item| item["id"].as_str()) {
+                let response = self
+                    .http
+                    .post(format!("{}/api/v1/notifications/{id}/cancel", self.base))
+                    .bearer_auth(DESK_KEY)
+                    .send()
+                    .await?;
+                match response.status() {
+                    status if status.is_success() => cancelled += 1,
+                    // It completed meanwhile.
+                    StatusCode::CONFLICT => {}
+                    status => bail!("cancelling the unfinished send {id}: {status}"),
+                }
+            }
+        }
+        Ok(cancelled)
+    }
+
     /// Sends a notification; returns its id.
     pub async fn send(&self, body: &Value) -> Result<String> {
         let response = self

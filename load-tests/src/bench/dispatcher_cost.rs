@@ -184,7 +184,7 @@ async fn measure(args: &DispatcherCostArgs, platform: Platform, out_dir: &Path) 
         dispatcher_env: Vec::new(),
         log_dir: super::bench_log_dir()?,
     };
-    let mut cluster = LocalCluster::start(&config).await?;
+    let mut cluster = crate::bench::start_cluster(&config).await?;
     cluster.set_dispatcher_env(mocks.dispatcher_env(&work)?);
     let callgrind_file = out_dir.join(format!("callgrind.dispatcher-{platform}.out"));
     let perf_file = work.join("perf-stat.csv");

@@ -20,7 +20,7 @@ use serde_json::json;
 
 use super::{AudienceArgs, git_commit, load_audience, write_json};
 use crate::audience::{AudienceShape, Layout};
-use crate::local_cluster::{LocalCluster, LocalClusterConfig};
+use crate::local_cluster::LocalClusterConfig;
 use crate::procinfo::{Usage, usage};
 
 const HARVEST_TIMEOUT: Duration = Duration::from_secs(900);
@@ -108,7 +108,7 @@ pub async fn run(args: HarvestArgs) -> Result<HarvestReport> {
         dispatcher_env: Vec::new(),
         log_dir,
     };
-    let mut cluster = LocalCluster::start(&config).await?;
+    let mut cluster = crate::bench::start_cluster(&config).await?;
     // Warm the topic count so the plan is sized from it.
     let size = cluster.get("/api/v1/topics/breaking/uk").await?;
     println!("topic breaking/uk: {} subscribers", size["subscribers"]);

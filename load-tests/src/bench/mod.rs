@@ -25,6 +25,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::audience::AudienceShape;
+use crate::local_cluster::{LocalCluster, LocalClusterConfig};
 use crate::seed::{SeedPlan, connect, prepare_database, recreate_database, seed};
 
 /// Where a benchmark's audience lives and how it is loaded.
@@ -177,6 +178,18 @@ pub async fn start_mocks(work: &std::path::Path) -> Result<BenchMocks> {
     Ok(BenchMocks { apns, fcm, web })
 }
 
+/// Starts the cluster of `config` for a benchmark and cancels the sends an
+/// earlier, killed run left unfinished in its (reused) database, which
+/// would otherwise hold back this run's sends.
+pub async fn start_cluster(config: &LocalClusterConfig) -> Result<LocalCluster> {
+    let cluster = LocalCluster::start(config).await?;
+    let cancelled = cluster.cancel_unfinished().await?;
+    if cancelled > 0 {
+        println!("cancelled {cancelled} unfinished send(s) an earlier run left in the database");
+    }
+    Ok(cluster)
+}
+
 /// The one-harvester cluster a benchmark runs on `audience`'s servers,
 /// every service with `settings`, the dispatchers with `dispatcher_env`
 /// too, its queues under `namespace`.
@@ -186,8 +199,8 @@ pub fn cluster_config(
     dispatcher_env: crate::local_cluster::Env,
     namespace: &str,
     log_dir: PathBuf,
-) -> crate::local_cluster::LocalClusterConfig {
-    crate::local_cluster::LocalClusterConfig {
+) -> LocalClusterConfig {
+    LocalClusterConfig {
         database_url: audience.database_url.clone(),
         amqp_url: audience.amqp_url.clone(),
         namespace: namespace.to_owned(),

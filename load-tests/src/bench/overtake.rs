@@ -197,7 +197,7 @@ pub async fn run(args: OvertakeArgs) -> Result<Report> {
         &namespace,
         super::bench_log_dir()?,
     );
-    let mut cluster = LocalCluster::start(&config).await?;
+    let mut cluster = crate::bench::start_cluster(&config).await?;
     let outcome = run_modes(&mut cluster, &args, ceiling_per_s).await;
     cluster.stop();
     delete_namespace(&args.audience.amqp_url, &namespace).await;

@@ -126,7 +126,7 @@ pub async fn run(args: PacingArgs) -> Result<PacingReport> {
         dispatcher_env: Vec::new(),
         log_dir: super::bench_log_dir()?,
     };
-    let mut cluster = LocalCluster::start(&config).await?;
+    let mut cluster = crate::bench::start_cluster(&config).await?;
     let outcome = measure(&mut cluster, &args, fcm, dispatcher_env).await;
     cluster.stop();
     delete_namespace(&args.audience.amqp_url, &namespace).await;

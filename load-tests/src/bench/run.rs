@@ -322,7 +322,7 @@ pub async fn run(args: RunArgs) -> Result<Report> {
         // One directory per run name: a run's logs outlive the next run.
         log_dir: super::bench_log_dir()?.join(&name),
     };
-    let mut cluster = LocalCluster::start(&config).await?;
+    let mut cluster = crate::bench::start_cluster(&config).await?;
     let outcome = measure(&mut cluster, &args, apns, fcm, web).await;
     let processes = outcome.as_ref().ok().map(|m| m.processes.clone());
     cluster.stop();

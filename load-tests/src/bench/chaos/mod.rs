@@ -637,7 +637,7 @@ impl Chaos {
             dispatcher_env: Env::new(),
             log_dir: log_dir.clone(),
         };
-        let mut cluster = LocalCluster::start(&config).await?;
+        let mut cluster = crate::bench::start_cluster(&config).await?;
         cluster.set_dispatcher_env(dispatcher_env);
         for platform in [Platform::Ios, Platform::Android] {
             cluster.start_dispatcher(platform).await?;

@@ -192,7 +192,7 @@ pub async fn run(args: StormArgs) -> Result<StormReport> {
         &namespace,
         super::bench_log_dir()?.join(&args.name),
     );
-    let mut cluster = LocalCluster::start(&config).await?;
+    let mut cluster = crate::bench::start_cluster(&config).await?;
     let measured = measure(&cluster, &args, apns, fcm, Arc::new(pools)).await;
     cluster.stop();
     delete_namespace(&args.audience.amqp_url, &namespace).await;

@@ -59,7 +59,7 @@ pub async fn measure(
         dispatcher_env: Vec::new(),
         log_dir,
     };
-    let mut cluster = LocalCluster::start(&config).await?;
+    let mut cluster = crate::bench::start_cluster(&config).await?;
     let mut env = mock.env();
     env.push(("CLARION_EXTRA_CA_FILE".into(), mock.ca_file.display().to_string()));
     cluster.set_dispatcher_env(env);
