@@ -15,6 +15,8 @@ use crate::process::{ServiceProcess, free_port};
 /// file ([`KEYS_FILE`]): the phone app's, the newsroom's and an operator's.
 pub const APP_KEY: &str = "local-app-key";
 pub const DESK_KEY: &str = "local-desk-key";
+/// Longest wait for one answer of the coordinator's API.
+pub const API_TIMEOUT: Duration = Duration::from_secs(15);
 pub const ADMIN_KEY: &str = "local-admin-key";
 
 /// The coordinator's keys file (`CLARION_API_KEYS_FILE`, written beside
@@ -279,6 +281,30 @@ impl LocalCluster {
         Ok(response.error_for_status()?.json().await?)
     }
 
+    /// `POST …/cancel`, retried while the broker does not confirm (503):
+    /// at most 5 tries, each answered within [`API_TIMEOUT`].
+    pub async fn cancel(&self, id: &str) -> Result<(StatusCode, Value)> {
+        let url = format!("{}/api/v1/notifications/{id}/cancel", self.base);
+        let mut last = (StatusCode::SERVICE_UNAVAILABLE, Value::Null);
+        for _ in 0..5 {
+            let response = self
+                .http
+                .post(&url)
+                .bearer_auth(DESK_KEY)
+                .timeout(API_TIMEOUT)
+                .send()
+                .await?;
+            let code = response.status();
+            let body = response.json().await.unwrap_or(Value::Null);
+            if code != StatusCode::SERVICE_UNAVAILABLE {
+                return Ok((code, body));
+            }
+            last = (code, body);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        Ok(last)
+    }
+
     /// Cancels the sends of earlier runs still unfinished in the database
     /// (a run killed in the middle of a send, its database reused): their
     /// jobs went to that run's queues, which nobody consumes any more, and
@@ -289,22 +315,17 @@ impl LocalCluster {
     pub async fn cancel_unfinished(&self) -> Result<usize> {
         let mut cancelled = 0;
         for status in ["accepted", "harvesting", "dispatching"] {
-            let page = self
-                .get(&format!("/api/v1/notifications?status={status}&limit=200"))
-                .await?;
+            let path = format!("/api/v1/notifications?status={status}&limit=200");
+            let page = tokio::time::timeout(API_TIMEOUT, self.get(&path))
+                .await
+                .context("listing the unfinished sends: no answer")??;
             let ids = page["items"].as_array().into_iter().flatten();
             for id in ids.filter_map(|item| item["id"].as_str()) {
-                let response = self
-                    .http
-                    .post(format!("{}/api/v1/notifications/{id}/cancel", self.base))
-                    .bearer_auth(DESK_KEY)
-                    .send()
-                    .await?;
-                match response.status() {
-                    status if status.is_success() => cancelled += 1,
+                match self.cancel(id).await?.0 {
+                    code if code.is_success() => cancelled += 1,
                     // It completed meanwhile.
                     StatusCode::CONFLICT => {}
-                    status => bail!("cancelling the unfinished send {id}: {status}"),
+                    code => bail!("cancelling the unfinished send {id}: {code}"),
                 }
             }
         }

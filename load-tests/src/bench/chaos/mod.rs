@@ -1249,7 +1249,7 @@ impl Chaos {
     }
 
     async fn cancel(&self, id: &str) -> Result<(StatusCode, Value)> {
-        api::cancel(&self.cluster, id).await
+        self.cluster.cancel(id).await
     }
 
     fn member(&self, target: Target) -> Result<Member> {

@@ -17,7 +17,7 @@ use clarion_proto::{Names, Platform};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use super::api::{API_TIMEOUT, TOPIC, cancel};
+use super::api::{API_TIMEOUT, TOPIC};
 use crate::local_cluster::LocalCluster;
 use crate::testkit::pg_standby::PgStandbyPair;
 use crate::testkit::rabbit_cluster::RabbitCluster;
@@ -154,7 +154,7 @@ impl CancelledSend {
         let id = cluster
             .send(&json!({"topics": [TOPIC], "title": "Chaos", "body": "cancelled", "send_at": due_at.to_rfc3339()}))
             .await?;
-        let (code, answer) = cancel(cluster, &id).await?;
+        let (code, answer) = cluster.cancel(&id).await?;
         if code != StatusCode::OK {
             anyhow::bail!("the cancel of the scheduled send answered {code}: {answer}");
         }
