@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clarion_runtime::testing::{TestDatabase, TestNamespace};
 
-use crate::local_cluster::LocalClusterConfig;
+use crate::local_cluster::{LocalCluster, LocalClusterConfig};
 
 /// The one key the coordinator accepts (`admin` implies every scope).
 pub const KEY: &str = "api-check-key";
@@ -61,7 +61,9 @@ pub async fn run(args: ApiCheckArgs) -> Result<()> {
         dispatcher_env: Vec::new(),
         log_dir: args.log_dir.clone(),
     };
-    let mut cluster = crate::bench::start_cluster(&config).await?;
+    // A fresh database holds no earlier run's sends to cancel (and this
+    // cluster knows only `KEY`, not the newsroom key the cancel uses).
+    let mut cluster = LocalCluster::start(&config).await?;
     let (program, rest) = args.command.split_first().context("no command given")?;
     let mut command = std::process::Command::new(program);
     command
