@@ -7,8 +7,13 @@
 
 use std::collections::{HashMap, HashSet};
 
+use chrono::{DateTime, Utc};
+use clarion_proto::Platform;
+
 use crate::store::StoreError;
-use crate::store::registrations::{self as store, Device, DeviceKey, RowsToStore, StoredRegistration};
+use crate::store::registrations::{
+    self as store, Device, DeviceKey, RowTimes, RowsToStore, StoredRegistration,
+};
 
 use super::write::{BatchContext, BatchWrite};
 use crate::store::prepared::Prepared;
@@ -75,9 +80,12 @@ impl BatchWrite for RegistrationWrite {
 /// a topic read (their refusals decided before anything is written); the
 /// devices' change notices (the read caches', sent at commit); the
 /// devices forgotten; the topics dropped; the topics no longer in a
-/// replaced set; the rows inserted or refreshed; the stored devices read
-/// back. A statement for a kind of write the round lacks is not sent
-/// (a round of `PUT`s: six, with the web subscriptions forgotten).
+/// replaced set; the rows inserted or refreshed, which return their
+/// times; the web subscriptions. A statement for a kind of write the
+/// round lacks is not sent (a round of `PUT`s: five, with the web
+/// subscriptions forgotten). The stored registrations are answered from
+/// what was written (and, for a topic followed, the device read before),
+/// not read back: the device's lock holds its rows still meanwhile.
 ///
 /// The statements are sent together (pipelined), in that order, which
 /// PostgreSQL keeps: one wait for all of them, except the read of the
@@ -104,7 +112,8 @@ async fn apply_round(writes: &[&RegistrationWrite], tx: &Prepared<'_>) -> Result
     };
     let mut replaced = RowsToStore::default();
     let mut rows = RowsToStore::default();
-    let mut stored_devices = Vec::new();
+    // What each replacement or followed topic stores, but its times.
+    let mut answers: Vec<Option<StoredRegistration>> = Vec::with_capacity(writes.len());
     let mut forgotten = Vec::new();
     let mut dropped = Vec::new();
     let mut subscriptions = Vec::new();
@@ -117,8 +126,8 @@ async fn apply_round(writes: &[&RegistrationWrite], tx: &Prepared<'_>) -> Result
                     replaced.push(app, token, topic, device);
                     rows.push(app, token, topic, device);
                 }
-                stored_devices.push((app, token));
                 subscriptions.push(((app, token), device.subscription.as_ref()));
+                answers.push(Some(replacement(app, token, device, seen.into_iter())));
             }
             Change::AddTopic { topic, max_topics } => {
                 let current = current
@@ -138,13 +147,24 @@ async fn apply_round(writes: &[&RegistrationWrite], tx: &Prepared<'_>) -> Result
                     attributes_type: current.attributes_type.clone(),
                 };
                 rows.push(app, token, topic, &device);
-                stored_devices.push((app, token));
+                let mut stored = current.clone();
+                if is_new {
+                    stored.topics.push(topic.clone());
+                    stored.topics.sort_unstable();
+                }
+                answers.push(Some(stored));
             }
-            Change::RemoveTopic { topic } => dropped.push((app, token, topic.as_str())),
-            Change::Delete => forgotten.push((app, token)),
+            Change::RemoveTopic { topic } => {
+                dropped.push((app, token, topic.as_str()));
+                answers.push(None);
+            }
+            Change::Delete => {
+                forgotten.push((app, token));
+                answers.push(None);
+            }
         }
     }
-    let (_, _, forgotten, dropped, _, _, _, mut stored) = futures::try_join!(
+    let (_, _, forgotten, dropped, _, times, _) = futures::try_join!(
         async {
             match locked {
                 true => Ok(()),
@@ -173,7 +193,7 @@ async fn apply_round(writes: &[&RegistrationWrite], tx: &Prepared<'_>) -> Result
         },
         async {
             match rows.is_empty() {
-                true => Ok(()),
+                true => Ok(HashMap::new()),
                 false => store::store_rows(tx, &rows).await,
             }
         },
@@ -183,26 +203,64 @@ async fn apply_round(writes: &[&RegistrationWrite], tx: &Prepared<'_>) -> Result
                 false => store::store_subscriptions(tx, &subscriptions).await,
             }
         },
-        async {
-            match stored_devices.is_empty() {
-                true => Ok(HashMap::new()),
-                false => store::read_devices(tx, &stored_devices).await,
-            }
-        },
     )?;
     writes
         .iter()
-        .map(|write| {
+        .zip(answers)
+        .map(|(write, answer)| {
             let key = (write.app.clone(), write.token.clone());
-            Ok(match &write.change {
-                Change::Replace { .. } | Change::AddTopic { .. } => {
-                    Written::Stored(Box::new(stored.remove(&key).ok_or(StoreError::UnknownToken)?))
+            Ok(match (&write.change, answer) {
+                (Change::RemoveTopic { .. }, _) => Written::Removed(u64::from(dropped.contains(&key))),
+                (Change::Delete, _) => Written::Removed(forgotten.get(&key).copied().unwrap_or(0)),
+                (_, Some(mut stored)) => {
+                    // A replacement is all its rows; a followed topic,
+                    // the rows read before and the one written.
+                    let written = times.get(&key).ok_or(StoreError::UnknownToken)?;
+                    let times = match &write.change {
+                        Change::AddTopic { .. } => written.and(RowTimes {
+                            created_at: stored.created_at,
+                            updated_at: stored.updated_at,
+                        }),
+                        _ => *written,
+                    };
+                    stored.created_at = times.created_at;
+                    stored.updated_at = times.updated_at;
+                    Written::Stored(Box::new(stored))
                 }
-                Change::RemoveTopic { .. } => Written::Removed(u64::from(dropped.contains(&key))),
-                Change::Delete => Written::Removed(forgotten.get(&key).copied().unwrap_or(0)),
+                (_, None) => return Err(StoreError::UnknownToken),
             })
         })
         .collect()
+}
+
+/// The registration a replacement stores, but its times (set from the
+/// rows written): its topics sorted byte by byte, as a read returns them.
+fn replacement<'a>(
+    app: &str,
+    token: &str,
+    device: &Device,
+    topics: impl Iterator<Item = &'a str>,
+) -> StoredRegistration {
+    let mut topics: Vec<String> = topics.map(str::to_owned).collect();
+    topics.sort_unstable();
+    StoredRegistration {
+        app: app.to_owned(),
+        token: token.to_owned(),
+        platform: device.platform,
+        environment: device.environment,
+        locale: device.locale.clone(),
+        receipts: device.receipts,
+        // A read shows a subscription for a web registration only.
+        subscription: device
+            .subscription
+            .clone()
+            .filter(|_| device.platform == Platform::Web),
+        kind: device.kind,
+        attributes_type: device.attributes_type.clone(),
+        topics,
+        created_at: DateTime::<Utc>::default(),
+        updated_at: DateTime::<Utc>::default(),
+    }
 }
 
 fn device_of(write: &RegistrationWrite) -> DeviceKey<'_> {

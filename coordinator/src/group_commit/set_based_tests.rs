@@ -1,6 +1,7 @@
 //! The set-based writes of a batch against the real PostgreSQL (migrated
 //! schema): two writes of one token in one batch keep their arrival order,
-//! a refused write of a set-based round fails alone, and a batch of
+//! each answer is what a read returns after the commit, a refused write
+//! of a set-based round fails alone, and a batch of
 //! receipts requests counts exactly as the same requests one after the
 //! other (duplicates within a request and across requests included).
 
@@ -135,6 +136,55 @@ async fn two_writes_of_one_token_in_one_batch_apply_in_arrival_order() {
         .unwrap()
         .get(0);
     assert_eq!(transactions, 1, "the four writes shared one transaction");
+    writes.stop();
+}
+
+/// The answers are built from what each round wrote, not read back: each
+/// equals the registration a read returns after the commit (topics in
+/// byte order, the oldest row's `created_at`, the newest `updated_at`),
+/// for a new device, a replaced one and one following more topics.
+#[tokio::test]
+async fn each_answer_is_the_registration_a_read_returns() {
+    let (_db, pool) = migrated().await;
+    let writes = GroupCommit::start(pool.clone(), one_batch());
+    stored(writes.submit(put(1, &["m", "a"])).await);
+    stored(writes.submit(put(3, &["x"])).await);
+    let follow = |n: u8, topic: &str| {
+        write(
+            n,
+            Change::AddTopic {
+                topic: topic.into(),
+                max_topics: 10,
+            },
+        )
+    };
+    let mut android = put(2, &["b", "B", "a-b", "ab", "b"]);
+    if let Change::Replace { device, .. } = &mut android.change {
+        device.platform = Platform::Android;
+        device.locale = Some("pt-br".into());
+        device.receipts = false;
+    }
+    let answers = join_all([
+        writes.submit(android),
+        writes.submit(follow(1, "Z")),
+        writes.submit(follow(1, "a")),
+        writes.submit(put(3, &["x", "y"])),
+    ])
+    .await;
+    let answers: Vec<StoredRegistration> = answers.into_iter().map(stored).collect();
+    assert_eq!(
+        answers[0].topics,
+        ["B", "a-b", "ab", "b"],
+        "byte order, once each"
+    );
+    assert_eq!(answers[2].topics, ["Z", "a", "m"]);
+    for (n, answer) in [(2, &answers[0]), (1, &answers[2]), (3, &answers[3])] {
+        let read = crate::store::registrations::get(&pool, "default", &token(n))
+            .await
+            .unwrap()
+            .expect("registered");
+        assert_eq!(&read, answer, "device {n}: the answer is what a read returns");
+    }
     writes.stop();
 }
 

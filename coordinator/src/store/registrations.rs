@@ -63,7 +63,7 @@ pub struct StoredRegistration {
     pub subscription: Option<WebSubscription>,
     pub kind: RegistrationKind,
     pub attributes_type: Option<String>,
-    /// Sorted.
+    /// Sorted byte by byte (whatever the database's collation).
     pub topics: Vec<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -224,38 +224,74 @@ pub async fn delete_topics_not_in(tx: &impl Sql, rows: &RowsToStore) -> Result<(
     Ok(())
 }
 
+/// When a device's stored rows were first and last written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowTimes {
+    /// The oldest row's `created_at`.
+    pub created_at: DateTime<Utc>,
+    /// The newest row's `updated_at`.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl RowTimes {
+    /// The times of a device holding the rows of both.
+    pub fn and(self, other: RowTimes) -> RowTimes {
+        RowTimes {
+            created_at: self.created_at.min(other.created_at),
+            updated_at: self.updated_at.max(other.updated_at),
+        }
+    }
+}
+
 /// Inserts the rows, refreshing platform, environment, locale, receipts,
 /// kind, attributes type and `updated_at` of the rows that exist (`created_at` is kept). One
-/// statement.
-pub async fn store_rows(tx: &impl Sql, rows: &RowsToStore) -> Result<(), StoreError> {
-    tx.execute(
-        "INSERT INTO registrations (app, token, shard, topic, platform, apns_environment, locale, receipts,
-                                    kind, attributes_type)
-         SELECT * FROM unnest($1::text[], $2::text[], $3::int2[], $4::text[], $5::text[], $6::text[],
-                              $7::text[], $8::bool[], $9::text[], $10::text[])
-         ON CONFLICT (app, topic, shard, token) DO UPDATE
-           SET platform = EXCLUDED.platform,
-               apns_environment = EXCLUDED.apns_environment,
-               locale = EXCLUDED.locale,
-               receipts = EXCLUDED.receipts,
-               kind = EXCLUDED.kind,
-               attributes_type = EXCLUDED.attributes_type,
-               updated_at = now()",
-        &[
-            &rows.apps,
-            &rows.tokens,
-            &rows.shards,
-            &rows.topics,
-            &rows.platforms,
-            &rows.environments,
-            &rows.locales,
-            &rows.receipts,
-            &rows.kinds,
-            &rows.attributes_types,
-        ],
-    )
-    .await?;
-    Ok(())
+/// statement; returns, for each device of `rows`, the times of the rows
+/// it wrote (what the answer needs, without reading the device back).
+pub async fn store_rows(
+    tx: &impl Sql,
+    rows: &RowsToStore,
+) -> Result<HashMap<(String, String), RowTimes>, StoreError> {
+    let stored = tx
+        .query(
+            "INSERT INTO registrations (app, token, shard, topic, platform, apns_environment, locale, receipts,
+                                        kind, attributes_type)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::int2[], $4::text[], $5::text[], $6::text[],
+                                  $7::text[], $8::bool[], $9::text[], $10::text[])
+             ON CONFLICT (app, topic, shard, token) DO UPDATE
+               SET platform = EXCLUDED.platform,
+                   apns_environment = EXCLUDED.apns_environment,
+                   locale = EXCLUDED.locale,
+                   receipts = EXCLUDED.receipts,
+                   kind = EXCLUDED.kind,
+                   attributes_type = EXCLUDED.attributes_type,
+                   updated_at = now()
+             RETURNING app, token, created_at, updated_at",
+            &[
+                &rows.apps,
+                &rows.tokens,
+                &rows.shards,
+                &rows.topics,
+                &rows.platforms,
+                &rows.environments,
+                &rows.locales,
+                &rows.receipts,
+                &rows.kinds,
+                &rows.attributes_types,
+            ],
+        )
+        .await?;
+    let mut times: HashMap<(String, String), RowTimes> = HashMap::with_capacity(stored.len());
+    for row in &stored {
+        let row_times = RowTimes {
+            created_at: row.get(2),
+            updated_at: row.get(3),
+        };
+        times
+            .entry((row.get(0), row.get(1)))
+            .and_modify(|device| *device = device.and(row_times))
+            .or_insert(row_times);
+    }
+    Ok(times)
 }
 
 /// Stores the web subscriptions of `devices` that have one and forgets
@@ -328,7 +364,7 @@ pub async fn read_devices(
                           WHERE s.app = r.app AND s.token = r.token) AS subscription
                    FROM unnest($1::text[], $2::text[]) AS d(app, token)
                    CROSS JOIN LATERAL ({ROWS_OF_DEVICE} OFFSET 0) r
-                  ORDER BY r.app, r.token, r.topic"
+                  ORDER BY r.app, r.token, r.topic COLLATE \"C\""
             ),
             &[&apps, &tokens],
         )
