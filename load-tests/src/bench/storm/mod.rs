@@ -34,7 +34,9 @@ use cpu::{Cpu, PeakMemory};
 use driver::{Phase, drive};
 use load::Load;
 use recorder::LoadFigures;
-use report::{LoadResult, SendFigures, StormReport, markdown_table, storm_cpu_share, t90_growth};
+use report::{
+    LoadResult, SendFigures, StormReport, cpu_bound_growth, markdown_table, storm_cpu_share, t90_growth,
+};
 use requests::{Requests, Subject};
 use schedule::Pace;
 use tokens::{PoolSizes, SEND_TOPIC, TokenPools};
@@ -217,6 +219,11 @@ pub async fn run(args: StormArgs) -> Result<StormReport> {
             .with_storm
             .as_ref()
             .and_then(|storm| storm_cpu_share(&measured.alone_send.cpu, &storm.cpu)),
+        cpu_bound_growth: measured
+            .with_storm
+            .as_ref()
+            .and_then(|storm| storm_cpu_share(&measured.alone_send.cpu, &storm.cpu))
+            .and_then(cpu_bound_growth),
         generator_cpu_share: measured.with_storm.as_ref().and_then(|storm| {
             let total = storm.cpu.total_s();
             (total > 0.0).then(|| storm.cpu.generator_s / total)

@@ -39,6 +39,11 @@ pub struct StormReport {
     pub storm_cpu_share: Option<f64>,
     /// The load generator's own share of that CPU (it runs on the same box).
     pub generator_cpu_share: Option<f64>,
+    /// The t90 growth the storm's CPU alone accounts for on cores the send
+    /// saturates: the send keeps `1 − share` of the CPU, so it takes
+    /// `1 / (1 − share)` as long ([`cpu_bound_growth`]). A measured
+    /// growth above it is the send waiting on something besides CPU.
+    pub cpu_bound_growth: Option<f64>,
     /// Each load alone: closed loop (pollers: their own rate), no send.
     pub alone: Vec<LoadResult>,
     /// Every load together, open loop at its target, during the send.
@@ -101,6 +106,13 @@ pub fn storm_cpu_share(alone: &Cpu, with_storm: &Cpu) -> Option<f64> {
     (total > 0.0).then(|| ((total - alone.total_s()) / total).clamp(0.0, 1.0))
 }
 
+/// The t90 growth that taking `share` of saturated cores from the send
+/// explains by itself: `share / (1 − share)` (a quarter of the CPU taken,
+/// a third longer); none when the share is all of it.
+pub fn cpu_bound_growth(share: f64) -> Option<f64> {
+    (share < 1.0).then(|| share / (1.0 - share))
+}
+
 /// The README's table: each load alone and during the send, then the send.
 pub fn markdown_table(report: &StormReport) -> String {
     let mut out = String::new();
@@ -157,6 +169,12 @@ pub fn markdown_table(report: &StormReport) -> String {
             "; the storm's share of the CPU during the send {:.0}% (the load generator's {:.0}%)",
             share * 100.0,
             report.generator_cpu_share.unwrap_or(0.0) * 100.0
+        ));
+    }
+    if let Some(growth) = report.cpu_bound_growth {
+        out.push_str(&format!(
+            ", which alone slows a send that saturates the cores by {:+.0}%",
+            growth * 100.0
         ));
     }
     out.push_str(".\n");
@@ -250,6 +268,9 @@ mod tests {
         assert_eq!(storm_cpu_share(&storm.cpu, &alone.cpu), Some(0.0));
         assert_eq!(t90_growth(&send(None, 1.0), &storm), None);
         assert_eq!(storm_cpu_share(&alone.cpu, &Cpu::default()), None);
+        assert_eq!(cpu_bound_growth(0.25).map(|g| (g * 3.0).round()), Some(1.0));
+        assert_eq!(cpu_bound_growth(0.0), Some(0.0));
+        assert_eq!(cpu_bound_growth(1.0), None);
     }
 
     #[test]
@@ -268,6 +289,7 @@ mod tests {
             t90_growth: Some(0.1),
             storm_cpu_share: Some(0.25),
             generator_cpu_share: Some(0.08),
+            cpu_bound_growth: Some(1.0 / 3.0),
             alone: vec![
                 result(Load::RegistrationWrites, None, 21_000.0, 40.0),
                 result(Load::ReceiptsBatched, None, 52_500.0, 30.0),
@@ -295,7 +317,9 @@ mod tests {
             "{table}"
         );
         assert!(
-            lines[5].contains("CPU during the send 25% (the load generator's 8%)"),
+            lines[5].contains(
+                "CPU during the send 25% (the load generator's 8%), which alone slows a send that saturates the cores by +33%."
+            ),
             "{table}"
         );
         assert_eq!(lines[6], "With the pollers alone during it: t90 10.1 s (+1.0%).");
