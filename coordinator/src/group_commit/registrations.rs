@@ -75,17 +75,22 @@ impl BatchWrite for RegistrationWrite {
     }
 }
 
-/// One round (one write per device, sorted by device) in at most eight
+/// One round (one write per device, sorted by device) in at most nine
 /// statements whatever its size: the devices' locks; the devices gaining
 /// a topic read (their refusals decided before anything is written); the
 /// devices' change notices (the read caches', sent at commit); the
 /// devices forgotten; the topics dropped; the topics no longer in a
 /// replaced set; the rows inserted or refreshed, which return their
-/// times; the web subscriptions. A statement for a kind of write the
-/// round lacks is not sent (a round of `PUT`s: five, with the web
-/// subscriptions forgotten). The stored registrations are answered from
-/// what was written (and, for a topic followed, the device read before),
-/// not read back: the device's lock holds its rows still meanwhile.
+/// times; the web subscriptions stored and forgotten. A statement for a
+/// kind of write the round lacks is not sent (a round of `PUT`s: five,
+/// with the web subscriptions forgotten). The stored registrations are
+/// answered from what was written (and, for a topic followed, the device
+/// read before), not read back: the device's lock holds its rows against
+/// every other registration write meanwhile. Hygiene's purge and the
+/// provider's invalid-token deletions take no such lock: one committed
+/// between a followed topic's read and the commit leaves that answer
+/// naming the deleted topics, rare and harmless (the next read is right;
+/// a read-back after the upsert had the same window, shorter).
 ///
 /// The statements are sent together (pipelined), in that order, which
 /// PostgreSQL keeps: one wait for all of them, except the read of the

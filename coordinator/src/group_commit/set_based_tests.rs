@@ -142,13 +142,13 @@ async fn two_writes_of_one_token_in_one_batch_apply_in_arrival_order() {
 /// The answers are built from what each round wrote, not read back: each
 /// equals the registration a read returns after the commit (topics in
 /// byte order, the oldest row's `created_at`, the newest `updated_at`),
-/// for a new device, a replaced one and one following more topics.
+/// for a new device, a replaced one and one following more topics, new or
+/// already followed (its rows of different ages, so neither the rows read
+/// before nor the row written alone give the answer's times).
 #[tokio::test]
 async fn each_answer_is_the_registration_a_read_returns() {
     let (_db, pool) = migrated().await;
     let writes = GroupCommit::start(pool.clone(), one_batch());
-    stored(writes.submit(put(1, &["m", "a"])).await);
-    stored(writes.submit(put(3, &["x"])).await);
     let follow = |n: u8, topic: &str| {
         write(
             n,
@@ -158,6 +158,11 @@ async fn each_answer_is_the_registration_a_read_returns() {
             },
         )
     };
+    stored(writes.submit(put(1, &["m", "a"])).await);
+    stored(writes.submit(put(3, &["x"])).await);
+    let first = stored(writes.submit(put(4, &["a"])).await);
+    let second = stored(writes.submit(follow(4, "b")).await);
+    assert!(second.updated_at > first.updated_at, "rows of different ages");
     let mut android = put(2, &["b", "B", "a-b", "ab", "b"]);
     if let Change::Replace { device, .. } = &mut android.change {
         device.platform = Platform::Android;
@@ -169,6 +174,7 @@ async fn each_answer_is_the_registration_a_read_returns() {
         writes.submit(follow(1, "Z")),
         writes.submit(follow(1, "a")),
         writes.submit(put(3, &["x", "y"])),
+        writes.submit(follow(4, "b")),
     ])
     .await;
     let answers: Vec<StoredRegistration> = answers.into_iter().map(stored).collect();
@@ -177,8 +183,18 @@ async fn each_answer_is_the_registration_a_read_returns() {
         ["B", "a-b", "ab", "b"],
         "byte order, once each"
     );
-    assert_eq!(answers[2].topics, ["Z", "a", "m"]);
-    for (n, answer) in [(2, &answers[0]), (1, &answers[2]), (3, &answers[3])] {
+    assert_eq!(answers[1].topics, ["Z", "a", "m"]);
+    assert_eq!(answers[4].created_at, first.created_at, "the oldest row's");
+    assert!(answers[4].updated_at > second.updated_at, "the row refreshed now");
+    // Device 1's two answers, one round each of one transaction, both
+    // equal what is stored after it.
+    for (n, answer) in [
+        (2, &answers[0]),
+        (1, &answers[1]),
+        (1, &answers[2]),
+        (3, &answers[3]),
+        (4, &answers[4]),
+    ] {
         let read = crate::store::registrations::get(&pool, "default", &token(n))
             .await
             .unwrap()

@@ -205,6 +205,10 @@ pub async fn run(args: StormArgs) -> Result<StormReport> {
     }
     let measured = measured?;
 
+    let share = measured
+        .with_storm
+        .as_ref()
+        .and_then(|storm| storm_cpu_share(&measured.alone_send.cpu, &storm.cpu));
     let report = StormReport {
         name: args.name.clone(),
         devices,
@@ -215,15 +219,8 @@ pub async fn run(args: StormArgs) -> Result<StormReport> {
             .with_storm
             .as_ref()
             .and_then(|storm| t90_growth(&measured.alone_send, storm)),
-        storm_cpu_share: measured
-            .with_storm
-            .as_ref()
-            .and_then(|storm| storm_cpu_share(&measured.alone_send.cpu, &storm.cpu)),
-        cpu_bound_growth: measured
-            .with_storm
-            .as_ref()
-            .and_then(|storm| storm_cpu_share(&measured.alone_send.cpu, &storm.cpu))
-            .and_then(cpu_bound_growth),
+        storm_cpu_share: share,
+        cpu_bound_growth: share.and_then(cpu_bound_growth),
         generator_cpu_share: measured.with_storm.as_ref().and_then(|storm| {
             let total = storm.cpu.total_s();
             (total > 0.0).then(|| storm.cpu.generator_s / total)

@@ -173,7 +173,7 @@ pub fn markdown_table(report: &StormReport) -> String {
     }
     if let Some(growth) = report.cpu_bound_growth {
         out.push_str(&format!(
-            ", which alone slows a send that saturates the cores by {:+.0}%",
+            "; taking that share of saturated cores slows a send by {:+.0}%",
             growth * 100.0
         ));
     }
@@ -318,7 +318,7 @@ mod tests {
         );
         assert!(
             lines[5].contains(
-                "CPU during the send 25% (the load generator's 8%), which alone slows a send that saturates the cores by +33%."
+                "CPU during the send 25% (the load generator's 8%); taking that share of saturated cores slows a send by +33%."
             ),
             "{table}"
         );
