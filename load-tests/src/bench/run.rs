@@ -177,6 +177,10 @@ pub struct Report {
     /// CPU of RabbitMQ over the end-to-end send, per push (when it runs on
     /// this machine).
     pub rabbitmq_cpu_us_per_push: Option<f64>,
+    /// What Clarion adds to the bare transport, in µs of CPU per push
+    /// (issue 40's figure; absent when PostgreSQL or RabbitMQ run
+    /// elsewhere).
+    pub overhead: Option<Overhead>,
     pub ceiling: CeilingDetail,
     /// Peak RSS and CPU of each process over the end-to-end send.
     pub processes: Processes,
@@ -195,6 +199,40 @@ pub struct Report {
     pub git_commit: Option<String>,
     /// (seconds since the send request, share of the reachable audience).
     pub curve: Vec<(f64, f64)>,
+}
+
+/// Clarion's own CPU per push beyond the bare transport: RabbitMQ,
+/// PostgreSQL, the harvester, the coordinator and the dispatchers' excess
+/// over the minimal ceiling client, each in µs per push, and their sum.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Overhead {
+    pub rabbitmq_us: f64,
+    pub postgres_us: f64,
+    pub harvester_us: f64,
+    pub coordinator_us: f64,
+    /// Dispatchers' CPU per push less the ceiling client's (negative when
+    /// the dispatchers are the cheaper).
+    pub dispatcher_excess_us: f64,
+    pub total_us: f64,
+}
+
+impl Overhead {
+    fn of(processes: &Processes, dispatcher_us: f64, ceiling_us: f64, pushes: f64) -> Option<Self> {
+        let per_push = |cpu_s: f64| cpu_s * 1e6 / pushes;
+        let rabbitmq_us = per_push(processes.rabbitmq_cpu_s?);
+        let postgres_us = per_push(processes.postgres_cpu_s?);
+        let harvester_us = per_push(processes.harvester.cpu_s);
+        let coordinator_us = per_push(processes.coordinator.cpu_s);
+        let dispatcher_excess_us = dispatcher_us - ceiling_us;
+        Some(Self {
+            rabbitmq_us,
+            postgres_us,
+            harvester_us,
+            coordinator_us,
+            dispatcher_excess_us,
+            total_us: rabbitmq_us + postgres_us + harvester_us + coordinator_us + dispatcher_excess_us,
+        })
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -355,14 +393,21 @@ pub async fn run(args: RunArgs) -> Result<Report> {
         .map(|(devices, rate)| (*devices, rate))
         .collect();
     let ideal_t90 = super::webpush::share::ideal_seconds(&by_platform, 0.9);
+    let dispatcher_cpu_us_per_push = dispatcher_cpu_s * 1e6 / pushes;
     let report = Report {
+        overhead: Overhead::of(
+            &processes,
+            dispatcher_cpu_us_per_push,
+            ceiling_cpu_us_per_push,
+            pushes,
+        ),
         efficiency: t90.map(|t90| 0.9 * reachable as f64 / ceiling_per_s / t90),
         platform_efficiency: t90.zip(ideal_t90).map(|(t90, ideal)| ideal / t90),
         reachable_by_platform: measured.reachable_by_platform,
         load_average_before,
         load_average_after: super::load_average(),
         first_5s_ratio: first_seconds_rate(&curve, 5.0).map(|rate| rate / pushes_per_s.max(1e-9)),
-        dispatcher_cpu_us_per_push: dispatcher_cpu_s * 1e6 / pushes,
+        dispatcher_cpu_us_per_push,
         ceiling_cpu_us_per_push,
         mocks_cpu_us_per_push: processes.mocks_cpu_s * 1e6 / pushes,
         coordinator_cpu_us_per_device: processes.coordinator.cpu_s * 1e6 / measured.audience.max(1) as f64,
@@ -853,6 +898,17 @@ fn print_table(report: &Report) {
         (report.postgres_cpu_us_per_push, report.rabbitmq_cpu_us_per_push)
     {
         println!("  services          PostgreSQL {postgres:.1} µs, RabbitMQ {rabbitmq:.1} µs a push");
+    }
+    if let Some(o) = report.overhead {
+        println!(
+            "  overhead          {:.2} µs a push: RabbitMQ {:.2}, PostgreSQL {:.2}, harvester {:.2}, coordinator {:.2}, dispatchers over the bare client {:+.2}",
+            o.total_us,
+            o.rabbitmq_us,
+            o.postgres_us,
+            o.harvester_us,
+            o.coordinator_us,
+            o.dispatcher_excess_us
+        );
     }
     if let (Some(payloads), Some(batches)) = (report.payloads_prepared, report.batches_delivered) {
         println!("  payloads built    {payloads} for {batches} batches");
