@@ -204,6 +204,10 @@ pub struct Report {
 /// Clarion's own CPU per push beyond the bare transport: RabbitMQ,
 /// PostgreSQL, the harvester, the coordinator and the dispatchers' excess
 /// over the minimal ceiling client, each in µs per push, and their sum.
+/// The ceiling client's figure mixes the platforms as the ceiling phase
+/// does (as many APNs as FCM requests, the web share's at least 10,000),
+/// so the excess compares like with like only for the default two-platform
+/// audience of half iPhones.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Overhead {
     pub rabbitmq_us: f64,
