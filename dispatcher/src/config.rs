@@ -91,16 +91,19 @@ pub struct DeliverySettings {
     #[arg(
         long = "dispatch-streams-per-batch",
         env = "CLARION_DISPATCH_STREAMS_PER_BATCH",
-        default_value_t = 500,
+        default_value_t = 1000,
         value_parser = clap::value_parser!(u32).range(1..=10_000)
     )]
     pub streams_per_batch: u32,
 
-    /// Batches this process delivers at once (one consumer each).
+    /// Batches this process delivers at once (one consumer each). Workers
+    /// × prefetch × the harvester's batch size is what a dispatcher holds
+    /// unacknowledged, and sends again after a crash: 2 × 1 × 2,000 by
+    /// default.
     #[arg(
         long = "dispatch-batch-workers",
         env = "CLARION_DISPATCH_BATCH_WORKERS",
-        default_value_t = 4,
+        default_value_t = 2,
         value_parser = clap::value_parser!(u16).range(1..=256)
     )]
     pub batch_workers: u16,

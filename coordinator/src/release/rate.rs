@@ -27,7 +27,7 @@ const SHORTEST_SPAN: Duration = Duration::from_millis(200);
 /// Samples kept at most (a round every few milliseconds for the window).
 const MOST_SAMPLES: usize = 4096;
 /// A platform with work outstanding that reports nothing for this long has
-/// stalled (a batch of 1,000 at a slow provider's pace reports well within).
+/// stalled (a batch of 2,000 at a slow provider's pace reports well within).
 pub const STALL_AFTER: Duration = Duration::from_secs(10);
 
 pub struct RateMeter {

@@ -33,7 +33,7 @@ pub struct HarvestArgs {
     #[arg(long, default_value_t = 4)]
     pub harvest_workers: u16,
     /// Tokens per published batch (`CLARION_BATCH_SIZE`).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 2000)]
     pub batch_size: u32,
     /// Tokens per shard job the coordinator plans (`CLARION_TOKENS_PER_JOB`).
     #[arg(long, default_value_t = 10_000)]

@@ -73,6 +73,9 @@ const SERVICE_BACK_WITHIN: Duration = Duration::from_secs(120);
 /// Pushes are paced by the dispatchers' settings below: pushes of one batch
 /// in flight.
 const STREAMS_PER_BATCH: u64 = 20;
+/// Batches each dispatcher delivers at once (its own setting, not the
+/// default, so a send lasts as long as it did in the runs before).
+const BATCH_WORKERS: u64 = 4;
 /// Tokens per token batch (the harvester's `CLARION_BATCH_SIZE`).
 const BATCH_SIZE: u64 = 250;
 /// Token batches of one harvest worker awaiting their confirm.
@@ -591,6 +594,7 @@ impl Chaos {
             "CLARION_DISPATCH_STREAMS_PER_BATCH".into(),
             STREAMS_PER_BATCH.to_string(),
         ));
+        dispatcher_env.push(("CLARION_DISPATCH_BATCH_WORKERS".into(), BATCH_WORKERS.to_string()));
         dispatcher_env.extend(args.settings.iter().cloned());
         let mut coordinator_env: Env = vec![
             ("CLARION_TOKENS_PER_JOB".into(), TOKENS_PER_JOB.to_string()),
@@ -607,16 +611,16 @@ impl Chaos {
         harvester_env.extend(args.settings.iter().cloned());
         let harvester_in_flight = setting(&harvester_env, "CLARION_HARVEST_WORKERS", 4)
             * setting(&harvester_env, "CLARION_HARVEST_PUBLISH_WINDOW", 64)
-            * setting(&harvester_env, "CLARION_BATCH_SIZE", 1000);
-        let dispatcher_in_hand = setting(&dispatcher_env, "CLARION_DISPATCH_BATCH_WORKERS", 4)
+            * setting(&harvester_env, "CLARION_BATCH_SIZE", 2000);
+        let dispatcher_in_hand = setting(&dispatcher_env, "CLARION_DISPATCH_BATCH_WORKERS", 2)
             * setting(&dispatcher_env, "CLARION_DISPATCH_PREFETCH", 1)
-            * setting(&harvester_env, "CLARION_BATCH_SIZE", 1000);
+            * setting(&harvester_env, "CLARION_BATCH_SIZE", 2000);
         let bounds = Bounds {
             harvester_in_flight,
             dispatcher_in_hand,
             node_in_flight: harvester_in_flight + 2 * dispatcher_in_hand,
-            pushes_in_flight: setting(&dispatcher_env, "CLARION_DISPATCH_BATCH_WORKERS", 4)
-                * setting(&dispatcher_env, "CLARION_DISPATCH_STREAMS_PER_BATCH", 500),
+            pushes_in_flight: setting(&dispatcher_env, "CLARION_DISPATCH_BATCH_WORKERS", 2)
+                * setting(&dispatcher_env, "CLARION_DISPATCH_STREAMS_PER_BATCH", 1000),
         };
 
         let namespace = format!("chaos-{}-{}", std::process::id(), kit.servers.tag());
