@@ -41,11 +41,12 @@ pub struct Settings {
     )]
     pub prefetch: u16,
 
-    /// Tokens per token batch (one dispatcher message). 2,000 halves the
-    /// broker's messages against 1,000 (RabbitMQ 1.42-1.68 against
-    /// 1.96-2.04 µs of CPU a push, `load-tests/results/overhead`); with the
-    /// dispatchers' 2 workers it keeps what a dispatcher holds
-    /// unacknowledged at 4,000 tokens.
+    /// Tokens per token batch (one dispatcher message), at most: batches
+    /// are cut per platform within a job. 2,000 instead of 1,000 took 42%
+    /// of the broker's messages away (RabbitMQ 1.64-1.98 against
+    /// 2.12-2.19 µs of CPU a push, `load-tests/results/overhead/batch-2000`);
+    /// with the dispatchers' 2 workers, what a dispatcher holds
+    /// unacknowledged stays at 4,000 tokens.
     #[arg(
         long = "batch-size",
         env = "CLARION_BATCH_SIZE",

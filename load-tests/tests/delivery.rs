@@ -369,7 +369,7 @@ async fn a_provider_calling_every_device_gone_deletes_no_registration_and_is_sto
     let held_back = ios["held_back"].as_u64().unwrap_or(0);
     assert_eq!(gone + held_back, 200, "{status}");
     // The breaker judges after its first 20; batches already in flight
-    // then (4 workers of 10) still go out.
+    // then (2 workers of 10) still go out.
     let pushed = cluster
         .mocks()
         .state(Platform::Ios)

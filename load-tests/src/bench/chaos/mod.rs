@@ -664,7 +664,10 @@ impl Chaos {
             "oauth_hang_secs": args.oauth_hang_secs,
             "coordinator": env_strings(&coordinator_env),
             "harvester": env_strings(&harvester_env),
-            "dispatcher": [format!("CLARION_DISPATCH_STREAMS_PER_BATCH={STREAMS_PER_BATCH}")],
+            "dispatcher": [
+                format!("CLARION_DISPATCH_STREAMS_PER_BATCH={STREAMS_PER_BATCH}"),
+                format!("CLARION_DISPATCH_BATCH_WORKERS={BATCH_WORKERS}"),
+            ],
             "settings": env_strings(&args.settings),
             "bounds": bounds,
         });
