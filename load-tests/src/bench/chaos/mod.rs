@@ -590,11 +590,16 @@ impl Chaos {
         dispatcher_env.push(("CLARION_EXTRA_CA_FILE".into(), ca_file.display().to_string()));
         // The mock FCM has no quota: nothing to share out.
         dispatcher_env.push(("CLARION_FCM_QUOTA_PER_MINUTE".into(), "0".into()));
-        dispatcher_env.push((
-            "CLARION_DISPATCH_STREAMS_PER_BATCH".into(),
-            STREAMS_PER_BATCH.to_string(),
-        ));
-        dispatcher_env.push(("CLARION_DISPATCH_BATCH_WORKERS".into(), BATCH_WORKERS.to_string()));
+        // The dispatchers' own settings of this benchmark (recorded in the
+        // report's configuration as they are given).
+        let dispatcher_pins: Env = vec![
+            (
+                "CLARION_DISPATCH_STREAMS_PER_BATCH".into(),
+                STREAMS_PER_BATCH.to_string(),
+            ),
+            ("CLARION_DISPATCH_BATCH_WORKERS".into(), BATCH_WORKERS.to_string()),
+        ];
+        dispatcher_env.extend(dispatcher_pins.iter().cloned());
         dispatcher_env.extend(args.settings.iter().cloned());
         let mut coordinator_env: Env = vec![
             ("CLARION_TOKENS_PER_JOB".into(), TOKENS_PER_JOB.to_string()),
@@ -610,17 +615,21 @@ impl Chaos {
         ];
         harvester_env.extend(args.settings.iter().cloned());
         let harvester_in_flight = setting(&harvester_env, "CLARION_HARVEST_WORKERS", 4)
-            * setting(&harvester_env, "CLARION_HARVEST_PUBLISH_WINDOW", 64)
-            * setting(&harvester_env, "CLARION_BATCH_SIZE", 2000);
-        let dispatcher_in_hand = setting(&dispatcher_env, "CLARION_DISPATCH_BATCH_WORKERS", 2)
+            * setting(&harvester_env, "CLARION_HARVEST_PUBLISH_WINDOW", PUBLISH_WINDOW)
+            * setting(&harvester_env, "CLARION_BATCH_SIZE", BATCH_SIZE);
+        let dispatcher_in_hand = setting(&dispatcher_env, "CLARION_DISPATCH_BATCH_WORKERS", BATCH_WORKERS)
             * setting(&dispatcher_env, "CLARION_DISPATCH_PREFETCH", 1)
-            * setting(&harvester_env, "CLARION_BATCH_SIZE", 2000);
+            * setting(&harvester_env, "CLARION_BATCH_SIZE", BATCH_SIZE);
         let bounds = Bounds {
             harvester_in_flight,
             dispatcher_in_hand,
             node_in_flight: harvester_in_flight + 2 * dispatcher_in_hand,
-            pushes_in_flight: setting(&dispatcher_env, "CLARION_DISPATCH_BATCH_WORKERS", 2)
-                * setting(&dispatcher_env, "CLARION_DISPATCH_STREAMS_PER_BATCH", 1000),
+            pushes_in_flight: setting(&dispatcher_env, "CLARION_DISPATCH_BATCH_WORKERS", BATCH_WORKERS)
+                * setting(
+                    &dispatcher_env,
+                    "CLARION_DISPATCH_STREAMS_PER_BATCH",
+                    STREAMS_PER_BATCH,
+                ),
         };
 
         let namespace = format!("chaos-{}-{}", std::process::id(), kit.servers.tag());
@@ -664,10 +673,7 @@ impl Chaos {
             "oauth_hang_secs": args.oauth_hang_secs,
             "coordinator": env_strings(&coordinator_env),
             "harvester": env_strings(&harvester_env),
-            "dispatcher": [
-                format!("CLARION_DISPATCH_STREAMS_PER_BATCH={STREAMS_PER_BATCH}"),
-                format!("CLARION_DISPATCH_BATCH_WORKERS={BATCH_WORKERS}"),
-            ],
+            "dispatcher": env_strings(&dispatcher_pins),
             "settings": env_strings(&args.settings),
             "bounds": bounds,
         });
